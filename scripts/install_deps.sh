@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-dev libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libopenblas-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nodejs
