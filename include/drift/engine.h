@@ -1,0 +1,87 @@
+// Engine: continuous batching over a paged KV cache. submit() returns at once; outputs stream to the
+// request's callback from the engine thread. Safe to call from many threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drift/request.h"
+#include "drift/status.h"
+
+namespace drift {
+
+namespace tokenizer {
+class Tokenizer;
+}
+
+enum class AdmissionPolicy { kGuaranteed, kOptimistic };
+enum class SchedulingPolicy { kFcfs, kSmallFirst };
+
+struct EngineConfig {
+  std::string model_dir;
+  bool random_weights = false;     // benchmarks: weights drawn from a seed, config.json alone
+  std::string device = "cpu";      // "cpu" or "cuda"
+  int32_t block_size = 16;
+  int64_t kv_cache_bytes = 0;      // 0: derive from kv_cache_memory_fraction
+  double kv_cache_memory_fraction = 0.25;  // of free memory (host RAM on cpu, device memory on cuda)
+  int32_t max_model_len = 0;       // 0: the model's max_position_embeddings
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_partial_prefills = 1;
+  int32_t long_prefill_token_threshold = 0;
+  bool enable_chunked_prefill = true;
+  bool enable_prefix_cache = true;
+  AdmissionPolicy admission = AdmissionPolicy::kGuaranteed;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  int32_t max_waiting_requests = 4096;  // beyond this submit() answers resource_exhausted
+  // Called while the weights load: bytes read so far and in all (the CLI draws a progress line).
+  std::function<void(size_t loaded, size_t total)> load_progress;
+};
+
+// Fixed-bucket histogram: counts[i] observations <= bounds[i] (not cumulative), the last bucket is +Inf.
+struct Histogram {
+  std::vector<double> bounds;
+  std::vector<uint64_t> counts;  // bounds.size() + 1
+  double sum = 0;
+  uint64_t count = 0;
+
+  explicit Histogram(std::vector<double> b = {}) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  void observe(double v);
+};
+
+// A snapshot of the engine's counters and gauges (names follow vLLM's metrics).
+struct EngineMetrics {
+  int64_t num_requests_running = 0, num_requests_waiting = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0;
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0, prefix_cache_evictions = 0;  // in tokens / blocks
+  int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
+  int64_t num_preemptions_total = 0, num_rejections_total = 0;
+  int64_t requests_finished_total = 0, steps_total = 0;
+  Histogram time_to_first_token_s, time_per_output_token_s, e2e_request_latency_s, tokens_per_step;
+};
+
+using OutputCallback = std::function<void(const Output&)>;
+
+class Engine {
+ public:
+  static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  virtual ~Engine() = default;
+
+  // Queues the request; a request that can never run (prompt beyond the context, more KV than exists,
+  // bad sampling params) is refused here with a Status that says why. Returns the request id.
+  virtual Expected<std::string> submit(Request request, OutputCallback on_output) = 0;
+  // Cancels at any stage; its blocks are freed at the next step and its callback gets kCancelled.
+  virtual void cancel(const std::string& request_id) = 0;
+  virtual EngineMetrics metrics() const = 0;
+  virtual const tokenizer::Tokenizer& tokenizer() const = 0;
+  virtual const EngineConfig& config() const = 0;
+  virtual int32_t max_model_len() const = 0;
+  virtual std::string model_name() const = 0;
+  // Cancels everything outstanding and stops the engine thread.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace drift

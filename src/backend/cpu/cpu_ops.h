@@ -1,0 +1,38 @@
+// CpuOps: the reference backend. fp32 everywhere, simple loops (OpenMP across rows), OpenBLAS for linear.
+// It is the oracle every other backend is tested against, so clarity wins over speed here.
+#pragma once
+
+#include "backend/ops.h"
+
+namespace drift::backend {
+
+class CpuOps final : public Ops {
+ public:
+  Device device() const override { return Device::kCpu; }
+  const char* name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::kF32; }
+
+  Buffer alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  void copy_from_host(const Tensor& dst, const void* src) override;
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void synchronize() override {}
+  size_t free_memory_bytes() const override;
+
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
+  void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                const Tensor& v_cache) override;
+  void paged_attention(const PagedAttentionParams& p) override;
+  void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  void moe_route(const MoeRouteParams& p) override;
+  void moe_experts(const MoeExpertsParams& p) override;
+};
+
+}  // namespace drift::backend

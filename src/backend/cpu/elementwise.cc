@@ -1,0 +1,137 @@
+// Row-wise ops of the CPU backend: embedding, RMSNorm, RoPE, SwiGLU, add, KV writes.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_ops.h"
+
+namespace drift::backend {
+
+namespace {
+
+void check_f32(const Tensor& t, const char* what) {
+  DRIFT_CHECK(t.dtype == DType::kF32, "cpu {} expects F32, got {}", what, t.describe());
+}
+
+void rms_norm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(sum_sq / double(n) + eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+}  // namespace
+
+void CpuOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  check_f32(table, "embedding");
+  const int64_t num_tokens = ids.size(0), hidden = table.size(1), vocab = table.size(0);
+  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t id = ids.data_as<int32_t>()[t];
+    DRIFT_CHECK(id >= 0 && id < vocab, "token id {} outside the vocabulary [0, {})", id, vocab);
+    std::memcpy(out.data_as<float>() + t * hidden, table.data_as<float>() + int64_t(id) * hidden, size_t(hidden) * 4);
+  }
+}
+
+void CpuOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  check_f32(x, "rms_norm");
+  const int64_t n = w.numel(), rows = x.numel() / n;
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) rms_norm_row(x.data_as<float>() + r * n, w.data_as<float>(), eps, n, out.data_as<float>() + r * n);
+}
+
+void CpuOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  const int64_t n = w.numel(), rows = x.numel() / n;
+  DRIFT_CHECK_EQ(residual.numel(), x.numel());
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    float* res = residual.data_as<float>() + r * n;
+    const float* xr = x.data_as<float>() + r * n;
+    for (int64_t i = 0; i < n; ++i) res[i] += xr[i];
+    rms_norm_row(res, w.data_as<float>(), eps, n, out.data_as<float>() + r * n);
+  }
+}
+
+void CpuOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) {
+  const int64_t num_tokens = positions.size(0);
+  const int32_t half = p.rotary_dim / 2;
+  const int64_t max_positions = p.cos_sin.size(0);
+  auto rotate = [&](const Tensor& x, int64_t t, const float* cos, const float* sin) {
+    const int64_t heads = x.size(1), head_dim = x.size(2);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x.data_as<float>() + (t * heads + h) * head_dim;
+      for (int32_t i = 0; i < half; ++i) {
+        const int64_t a = p.interleaved ? 2 * i : i;
+        const int64_t b = p.interleaved ? 2 * i + 1 : i + half;
+        const float x1 = v[a], x2 = v[b];
+        v[a] = x1 * cos[i] - x2 * sin[i];
+        v[b] = x2 * cos[i] + x1 * sin[i];
+      }
+    }
+  };
+#pragma omp parallel for
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t pos = positions.data_as<int32_t>()[t];
+    DRIFT_CHECK(pos >= 0 && pos < max_positions, "position {} outside the RoPE table of {}", pos, max_positions);
+    const float* cos = p.cos_sin.data_as<float>() + int64_t(pos) * p.rotary_dim;
+    const float* sin = cos + half;
+    rotate(q, t, cos, sin);
+    if (k.defined()) rotate(k, t, cos, sin);
+  }
+}
+
+void CpuOps::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  const int64_t rows = gate_up.size(0), f = out.size(-1);
+  DRIFT_CHECK_EQ(gate_up.size(-1), 2 * f);
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = gate_up.data_as<float>() + r * 2 * f;
+    const float* u = g + f;
+    float* o = out.data_as<float>() + r * f;
+    for (int64_t i = 0; i < f; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+void CpuOps::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  const int64_t row_elems = x.numel() / x.size(0), num_rows = rows.size(0);
+  const size_t row_bytes = size_t(row_elems) * dtype_size(x.dtype);
+  for (int64_t i = 0; i < num_rows; ++i) {
+    const int32_t r = rows.data_as<int32_t>()[i];
+    DRIFT_CHECK(r >= 0 && r < x.size(0), "row {} outside [0, {})", r, x.size(0));
+    std::memcpy(static_cast<char*>(out.data) + size_t(i) * row_bytes,
+                static_cast<const char*>(x.data) + size_t(r) * row_bytes, row_bytes);
+  }
+}
+
+void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  DRIFT_CHECK_EQ(a.numel(), b.numel());
+  const int64_t n = a.numel();
+  for (int64_t i = 0; i < n; ++i) out.data_as<float>()[i] = a.data_as<float>()[i] + b.data_as<float>()[i];
+}
+
+void CpuOps::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                      const Tensor& v_cache) {
+  const int64_t num_tokens = slot_mapping.size(0);
+  const int64_t k_row = k.numel() / k.size(0), v_row = v.defined() ? v.numel() / v.size(0) : 0;
+  const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t slot = slot_mapping.data_as<int32_t>()[t];
+    if (slot < 0) continue;
+    DRIFT_CHECK_LT(int64_t(slot), num_slots);
+    std::memcpy(k_cache.data_as<float>() + int64_t(slot) * k_row, k.data_as<float>() + t * k_row, size_t(k_row) * 4);
+    if (v.defined())
+      std::memcpy(v_cache.data_as<float>() + int64_t(slot) * v_row, v.data_as<float>() + t * v_row, size_t(v_row) * 4);
+  }
+}
+
+void CpuOps::concat(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t rows = a.size(0), na = a.numel() / rows, nb = b.numel() / rows;
+  DRIFT_CHECK_EQ(b.size(0), rows);
+  DRIFT_CHECK_EQ(out.numel(), rows * (na + nb));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out.data_as<float>() + r * (na + nb);
+    std::memcpy(o, a.data_as<float>() + r * na, size_t(na) * 4);
+    std::memcpy(o + na, b.data_as<float>() + r * nb, size_t(nb) * 4);
+  }
+}
+
+}  // namespace drift::backend

@@ -1,0 +1,131 @@
+// Ops: the only seam between model code and hardware. Model code calls these and nothing else; each
+// backend (cpu/ is the oracle, cuda/ the fast one) implements every op. Ops write into tensors they are
+// given and never allocate or synchronise inside a forward (contract 11), so a step can be captured.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/tensor.h"
+
+namespace drift::backend {
+
+// Memory owned by a backend; `view` describes it. Shared so a model and its workspace can hold it.
+struct Buffer {
+  std::shared_ptr<void> memory;
+  Tensor view;
+};
+
+// Rotary embedding over the first `rotary_dim` features of each head, from a precomputed table.
+struct RopeParams {
+  Tensor cos_sin;        // [max_positions, rotary_dim] fp32: rotary_dim/2 cos values then rotary_dim/2 sin values
+  int32_t rotary_dim = 0;
+  bool interleaved = false;  // pairs (2i, 2i+1) as GPT-J/DeepSeek; otherwise halves (i, i + rotary_dim/2) as Llama
+};
+
+// Causal attention of new tokens over the paged KV cache (which already holds their own K/V).
+struct PagedAttentionParams {
+  Tensor q;             // [num_tokens, num_heads, head_dim]
+  Tensor k_cache;       // [num_blocks, block_size, num_kv_heads, head_dim]
+  // [num_blocks, block_size, num_kv_heads, head_dim_v]; undefined for MLA's shared K=V latent, where V is
+  // the first head_dim_v (= out.size(2)) features of each k_cache row (FlashMLA's dv).
+  Tensor v_cache;
+  Tensor out;           // [num_tokens, num_heads, head_dim_v]
+  Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32; entry b holds positions [b*block_size, (b+1)*block_size)
+  Tensor query_start;   // [num_seqs + 1] int32: new tokens of sequence s are rows [query_start[s], query_start[s+1])
+  Tensor context_lens;  // [num_seqs] int32: tokens in KV after this step; the last new token sits at context_len - 1
+  Tensor sinks;         // optional [num_heads] fp32: a learned logit per head that joins the softmax (GPT-OSS)
+  float scale = 1.0f;
+  int32_t sliding_window = 0;  // 0: full; else a query at p sees keys (p - window, p]
+};
+
+// Top-k expert choice from router logits, in the variants DeepSeek-V2/V3 and GPT-OSS define:
+//   scores = softmax(logits) or sigmoid(logits); choice = scores + correction_bias (when given);
+//   with n_group > 1, only the topk_group groups whose best `group_score_top` choices sum highest compete;
+//   the top_k experts by choice win; weights = their scores, renormalised to sum 1 if asked, times
+//   routed_scaling_factor. GPT-OSS's "softmax over the top-k logits" is softmax scoring + renormalise.
+struct MoeRouteParams {
+  enum class Scoring : uint8_t { kSoftmax, kSigmoid };
+  Tensor logits;           // [T, E] fp32
+  Tensor correction_bias;  // optional [E] fp32 (DeepSeek-V3 e_score_correction_bias): steers choice, not weights
+  Tensor topk_ids;         // out [T, top_k] int32
+  Tensor topk_weights;     // out [T, top_k] fp32
+  Scoring scoring = Scoring::kSoftmax;
+  int32_t n_group = 1, topk_group = 1;
+  int32_t group_score_top = 1;  // a group's score: sum of its best this-many choices (V2: 1 = max, V3: 2)
+  bool renormalize = false;     // norm_topk_prob
+  float routed_scaling_factor = 1.0f;
+};
+
+// Routed experts: out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]), where
+// expert_e(x) = w_down[e] @ act(w_gate_up[e] @ x + b_gate_up[e]) + b_down[e].
+// act: silu(gate) * up, or with swiglu_limit > 0 GPT-OSS's clamped form
+// (up' + 1) * g * sigmoid(alpha * g), g = min(gate, limit), up' = clamp(up, -limit, limit).
+struct MoeExpertsParams {
+  Tensor x;             // [T, H]
+  Tensor topk_ids;      // [T, top_k] int32
+  Tensor topk_weights;  // [T, top_k] fp32
+  Tensor w_gate_up;     // [E, 2F, H]: per expert the F gate rows, then the F up rows
+  Tensor b_gate_up;     // optional [E, 2F]
+  Tensor w_down;        // [E, H, F]
+  Tensor b_down;        // optional [E, H]
+  Tensor out;           // [T, H]
+  float swiglu_limit = 0.0f;
+  float swiglu_alpha = 1.702f;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+  virtual const char* name() const = 0;
+
+  // Memory. alloc() is for load time and step-buffer setup, never inside a forward.
+  virtual Buffer alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+  virtual void copy_from_host(const Tensor& dst, const void* src) = 0;  // nbytes of dst
+  virtual void copy_to_host(void* dst, const Tensor& src) = 0;
+  // Waits for queued work (the host reads results after this).
+  virtual void synchronize() = 0;
+  // Memory still free for this backend's allocations (sizes the KV cache).
+  virtual size_t free_memory_bytes() const = 0;
+
+  // The dtype weights and activations are kept in on this backend (fp32 on the CPU, bf16 on CUDA).
+  virtual DType compute_dtype() const = 0;
+
+  // out[t] = table[ids[t]]. ids: [T] int32, table: [V, H], out: [T, H].
+  virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+  // out = x / rms(x) * w over the last dimension. x, out: [N, H]; w: [H].
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+  // residual += x; out = rms_norm(residual). The pre-norm transformer's residual stream in one pass.
+  virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+  // out = x @ w^T (+ bias). x: [T, K], w: [N, K] (Hugging Face Linear layout), bias: [N] or undefined, out: [T, N].
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) = 0;
+  // Rotates q and k in place. q: [T, Hq, D], k: [T, Hk, D], positions: [T] int32.
+  virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) = 0;
+  // out = silu(gate) * up, gate_up: [T, 2F] (gate first), out: [T, F].
+  virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
+  // out[i] = x[rows[i]]. x: [N, H], rows: [M] int32, out: [M, H].
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
+  // out = a + b, same shapes.
+  virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // Writes k/v rows into the cache at slot_mapping[t] = block * block_size + offset (negative: skip).
+  // k: [T, Hk, D], v: [T, Hk, Dv], caches as in PagedAttentionParams. MLA passes its [T, 1, L + R] latent
+  // rows as k with v and v_cache undefined.
+  virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                        const Tensor& v_cache) = 0;
+  virtual void paged_attention(const PagedAttentionParams& p) = 0;
+
+  // out[r] = [a[r], b[r]]: rows joined along the last dimension. a: [N, A], b: [N, B], out: [N, A + B].
+  // MLA builds its cache row [latent | rope key] and its absorbed query [q_latent | q_rope] with it.
+  virtual void concat(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out[:, i] = x[:, i] @ w[i]^T, one matrix per index i of dimension 1 (MLA's per-head absorbed up-projections).
+  // x: [T, B, K], w: [B, N, K], out: [T, B, N].
+  virtual void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
+  virtual void moe_route(const MoeRouteParams& p) = 0;
+  virtual void moe_experts(const MoeExpertsParams& p) = 0;
+};
+
+// The CPU reference backend (always built).
+std::unique_ptr<Ops> make_cpu_ops();
+
+}  // namespace drift::backend

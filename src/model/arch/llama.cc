@@ -1,0 +1,140 @@
+// Llama family: Llama 2/3, Qwen2 / Qwen2.5, Qwen3. Pre-norm decoder layers of GQA attention and a SwiGLU
+// MLP; the members differ only in config flags (biases, qk-norm, tied embeddings, RoPE scaling).
+#include "model/arch/llama.h"
+
+#include <fmt/format.h>
+
+#include "model/layers/gqa_attention.h"
+#include "model/layers/rope.h"
+
+namespace drift::model {
+
+namespace {
+
+struct LlamaLayer {
+  RmsNorm input_norm, post_attention_norm;
+  GqaAttention attention;
+  GatedMlp mlp;
+};
+
+class LlamaModel final : public Model {
+ public:
+  explicit LlamaModel(weights::ModelConfig config) : Model(std::move(config)) {}
+
+  Status load(WeightLoader& loader) {
+    const auto& c = config_;
+    backend::Ops& ops = loader.ops();
+    ops_ = &ops;
+    DRIFT_ASSIGN_OR_RETURN(RopeFrequencies freqs, rope_frequencies(c.rope, c.rope.rotary_dim, c.max_position_embeddings));
+    const std::vector<float> table = rope_cos_sin_table(freqs, c.max_position_embeddings);
+    rope_table_ = ops.alloc(DType::kF32, {c.max_position_embeddings, c.rope.rotary_dim});
+    ops.copy_from_host(rope_table_.view, table.data());
+
+    attention_spec_ = {.hidden = c.hidden_size, .num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads,
+                       .head_dim = c.head_dim, .qkv_bias = c.attention_bias, .o_bias = c.attention_out_bias,
+                       .qk_norm = c.qk_norm, .sinks = false, .norm_eps = c.rms_norm_eps, .sliding_window = 0,
+                       .rope = {rope_table_.view, int32_t(c.rope.rotary_dim), c.rope.interleaved}};
+    DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      const std::string p = fmt::format("model.layers.{}", i);
+      LlamaLayer layer;
+      DRIFT_ASSIGN_OR_RETURN(layer.input_norm, RmsNorm::load(loader, p + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
+      DRIFT_ASSIGN_OR_RETURN(layer.post_attention_norm,
+                             RmsNorm::load(loader, p + ".post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps));
+      DRIFT_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(loader, p + ".self_attn", attention_spec_));
+      DRIFT_ASSIGN_OR_RETURN(layer.mlp, GatedMlp::load(loader, p + ".mlp", c.hidden_size, c.intermediate_size, c.mlp_bias));
+      layers_.push_back(std::move(layer));
+    }
+    DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
+    if (c.tie_word_embeddings) {
+      lm_head_.weight = embed_tokens_;
+    } else {
+      DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false));
+    }
+    num_parameters_ = count_parameters();
+    return Status::Ok();
+  }
+
+  std::vector<core::KvSpec> kv_specs(DType kv_dtype) const override { return llama_kv_layout(config_, kv_dtype); }
+
+  void allocate_kv_cache(int32_t num_blocks, int32_t block_size) override {
+    for (auto& layer : layers_) layer.attention.allocate_cache(*ops_, num_blocks, block_size);
+  }
+
+  void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
+    const DType t = ops_->compute_dtype();
+    const int64_t h = config_.hidden_size;
+    residual_ = ops_->alloc(t, {max_tokens, h});
+    normed_ = ops_->alloc(t, {max_tokens, h});
+    layer_out_ = ops_->alloc(t, {max_tokens, h});
+    gathered_ = ops_->alloc(t, {max_logits, h});
+    attention_scratch_ = AttentionScratch::allocate(*ops_, max_tokens, attention_spec_);
+    mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, config_.intermediate_size);
+  }
+
+  void forward(const ForwardContext& ctx, const Tensor& logits) override {
+    backend::Ops& ops = *ops_;
+    const int64_t n = ctx.num_tokens;
+    const Tensor residual = residual_.view.slice(0, n), normed = normed_.view.slice(0, n);
+    const Tensor out = layer_out_.view.slice(0, n);
+    ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
+    layers_[0].input_norm.forward(ops, residual, normed);
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const LlamaLayer& layer = layers_[i];
+      layer.attention.forward(ops, ctx, normed, attention_scratch_, out);
+      ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
+      layer.mlp.forward(ops, normed, mlp_scratch_, out);
+      const RmsNorm& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
+      ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
+    }
+    const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
+    ops.gather_rows(normed, ctx.logits_rows, rows);
+    lm_head_.forward(ops, rows, logits);
+  }
+
+ private:
+  int64_t count_parameters() const {
+    const auto& c = config_;
+    const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+    int64_t per_layer = 2 * c.hidden_size + c.hidden_size * (q + 2 * kv) + q * c.hidden_size +
+                        3 * c.hidden_size * c.intermediate_size;
+    if (c.attention_bias) per_layer += q + 2 * kv;
+    if (c.attention_out_bias) per_layer += c.hidden_size;
+    if (c.mlp_bias) per_layer += 2 * c.intermediate_size + c.hidden_size;
+    if (c.qk_norm) per_layer += 2 * c.head_dim;
+    const int64_t embeddings = c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
+    return embeddings + c.hidden_size + c.num_layers * per_layer;
+  }
+
+  backend::Ops* ops_ = nullptr;
+  backend::Buffer rope_table_;
+  GqaAttentionSpec attention_spec_;
+  backend::Buffer embed_tokens_;  // [vocab, hidden]
+  std::vector<LlamaLayer> layers_;
+  RmsNorm final_norm_;
+  Linear lm_head_;                // [vocab, hidden], the embedding itself when tied
+  backend::Buffer residual_, normed_, layer_out_, gathered_;
+  AttentionScratch attention_scratch_;
+  GatedMlpScratch mlp_scratch_;
+};
+
+}  // namespace
+
+std::vector<core::KvSpec> llama_kv_layout(const weights::ModelConfig& c, DType kv_dtype) {
+  core::KvSpec full;
+  full.name = "full";
+  full.kind = core::KvKind::kGqa;
+  full.kv_heads = int32_t(c.num_kv_heads);
+  full.head_dim = int32_t(c.head_dim);
+  full.dtype = kv_dtype;
+  full.num_layers = int32_t(c.num_layers);
+  return {full};
+}
+
+Expected<std::unique_ptr<Model>> build_llama(const weights::ModelConfig& config, WeightLoader& loader) {
+  auto model = std::make_unique<LlamaModel>(config);
+  DRIFT_RETURN_IF_ERROR(model->load(loader));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace drift::model

@@ -1,0 +1,62 @@
+// Grouped-query attention (Llama, Qwen2, Qwen3, GPT-OSS): q/k/v projections, optional per-head q/k
+// RMSNorm (Qwen3), RoPE, a write into this layer's paged KV cache, paged attention, output projection.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/forward_context.h"
+#include "model/layers/linear.h"
+
+namespace drift::model {
+
+struct GqaAttentionSpec {
+  int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  bool qkv_bias = false, o_bias = false, qk_norm = false, sinks = false;
+  double norm_eps = 1e-6;
+  int32_t sliding_window = 0;
+  int32_t kv_group = 0;  // which of the model's KV layer groups (block tables) this layer uses
+  backend::RopeParams rope;
+};
+
+// Step buffers shared by every attention layer of a model, sized for the largest step.
+struct AttentionScratch {
+  backend::Buffer q, k, v, attn;  // [max_tokens, heads * head_dim]
+
+  static AttentionScratch allocate(backend::Ops& ops, int64_t max_tokens, const GqaAttentionSpec& spec);
+};
+
+class GqaAttention {
+ public:
+  static Expected<GqaAttention> load(WeightLoader& loader, const std::string& prefix, const GqaAttentionSpec& spec);
+  void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size);
+  // x, out: [ctx.num_tokens, hidden]
+  void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
+               const Tensor& out) const;
+  const GqaAttentionSpec& spec() const { return spec_; }
+
+ private:
+  GqaAttentionSpec spec_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  std::optional<RmsNorm> q_norm_, k_norm_;
+  backend::Buffer sinks_;                // [num_heads] fp32 (GPT-OSS)
+  backend::Buffer k_cache_, v_cache_;    // [num_blocks, block_size, num_kv_heads, head_dim]
+};
+
+// SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked into one matrix.
+struct GatedMlpScratch {
+  backend::Buffer gate_up, act;  // [max_tokens, 2 * ffn], [max_tokens, ffn]
+};
+
+class GatedMlp {
+ public:
+  static Expected<GatedMlp> load(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t ffn,
+                                 bool bias);
+  static GatedMlpScratch allocate_scratch(backend::Ops& ops, int64_t max_tokens, int64_t ffn);
+  void forward(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const;
+
+ private:
+  Linear gate_up_, down_;
+};
+
+}  // namespace drift::model

@@ -1,0 +1,56 @@
+// WeightLoader: fetches a named weight with its expected shape and places it on the backend in the
+// backend's compute dtype, converting once at load (bf16/fp16/fp8 -> fp32 on the CPU). The source is a
+// Hugging Face folder, or seeded random numbers so any config.json can be benchmarked without weights.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "weights/weight_store.h"
+
+namespace drift::model {
+
+class WeightLoader {
+ public:
+  static WeightLoader from_store(const weights::WeightStore& store, backend::Ops& ops);
+  // Normal(0, std) weights; names ending in "norm.weight" get 1 + Normal(0, std).
+  static WeightLoader random(uint64_t seed, float std, backend::Ops& ops);
+
+  bool has(const std::string& name) const;
+  Expected<backend::Buffer> load(const std::string& name, std::vector<int64_t> shape);
+  // Several tensors stacked along dimension 0 into one buffer (e.g. gate and up into one matrix).
+  Expected<backend::Buffer> load_stacked(const std::vector<std::string>& names,
+                                         const std::vector<std::vector<int64_t>>& shapes);
+  // The weight as fp32 on the host, for layouts a model derives at load (MLA's absorbed projections).
+  Expected<std::vector<float>> read_host(const std::string& name, const std::vector<int64_t>& shape);
+  // The MXFP4 matrix "<name>_blocks" + "<name>_scales" of `shape` [..., rows, cols], decoded to fp32 on the host.
+  Expected<std::vector<float>> read_host_mxfp4(const std::string& name, const std::vector<int64_t>& shape);
+  // Host fp32 values of `shape` (1 to 4 dimensions) placed on the backend in its compute dtype.
+  Expected<backend::Buffer> upload(const std::vector<float>& host, const std::vector<int64_t>& shape);
+  // Reports bytes read so far out of `total` after each tensor.
+  void set_progress(std::function<void(size_t, size_t)> progress, size_t total) {
+    progress_ = std::move(progress);
+    bytes_total_ = total;
+  }
+  backend::Ops& ops() { return *ops_; }
+
+ private:
+  WeightLoader(const weights::WeightStore* store, uint64_t seed, float std, backend::Ops& ops)
+      : store_(store), seed_(seed), std_(std), ops_(&ops) {}
+  // Appends the weight as fp32 to `out`.
+  Status read_f32(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>& out);
+
+  const weights::WeightStore* store_;
+  uint64_t seed_;
+  float std_;
+  backend::Ops* ops_;
+  size_t bytes_loaded_ = 0, bytes_total_ = 0;
+  std::function<void(size_t, size_t)> progress_;
+  uint64_t num_random_ = 0;
+};
+
+}  // namespace drift::model

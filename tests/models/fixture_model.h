@@ -1,0 +1,35 @@
+// Loads a fixture model and its goldens (tests/fixtures/models/<name>/golden.{json,safetensors}).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "model/model.h"
+#include "runner/model_runner.h"
+
+namespace drift::testing {
+
+struct GoldenPrompt {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> greedy;
+  std::vector<double> greedy_margin;
+  std::vector<float> logits;  // [ids.size(), vocab]
+};
+
+struct FixtureModel {
+  std::string dir;
+  std::unique_ptr<backend::Ops> ops;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<runner::ModelRunner> runner;
+  std::vector<GoldenPrompt> prompts;
+};
+
+std::string fixture_dir(const std::string& name);
+// Loads the model on the CPU backend with a runner of `num_blocks` blocks of `block_size` tokens.
+FixtureModel load_fixture(const std::string& name, int32_t block_size = 16, int32_t num_blocks = 64);
+// max |a - b| / max |b| over the two arrays.
+double relative_max_error(const float* a, const float* b, size_t n);
+
+}  // namespace drift::testing
