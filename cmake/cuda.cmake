@@ -17,8 +17,11 @@ if(DRIFT_CUDA_ENABLED)
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  # CUDA_STANDARD falls back to CXX_STANDARD (20, required), which CMake 3.25 cannot map for nvcc 13 and
+  # rejects at generation: not requiring it leaves the explicit -std=c++20.
   function(drift_cuda_target target)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr -lineinfo>)
+    set_target_properties(${target} PROPERTIES CUDA_STANDARD_REQUIRED OFF)
   endfunction()
   message(STATUS "drift: CUDA backend on (${CMAKE_CUDA_COMPILER}, arch ${CMAKE_CUDA_ARCHITECTURES})")
 else()

@@ -37,6 +37,8 @@ struct EngineConfig {
   AdmissionPolicy admission = AdmissionPolicy::kGuaranteed;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   int32_t max_waiting_requests = 4096;  // beyond this submit() answers resource_exhausted
+  // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
+  bool enforce_eager = false;
   // Called while the weights load: bytes read so far and in all (the CLI draws a progress line).
   std::function<void(size_t loaded, size_t total)> load_progress;
 };

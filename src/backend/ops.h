@@ -21,6 +21,9 @@ struct RopeParams {
   Tensor cos_sin;        // [max_positions, rotary_dim] fp32: rotary_dim/2 cos values then rotary_dim/2 sin values
   int32_t rotary_dim = 0;
   bool interleaved = false;  // pairs (2i, 2i+1) as GPT-J/DeepSeek; otherwise halves (i, i + rotary_dim/2) as Llama
+  // Elements between the rows of consecutive tokens in q and in k; 0: packed (heads * head_dim). A fused
+  // q/k/v projection leaves each token's q, k and v side by side in one row, and they are rotated in place.
+  int64_t q_row_stride = 0, k_row_stride = 0;
 };
 
 // Causal attention of new tokens over the paged KV cache (which already holds their own K/V).
@@ -37,6 +40,19 @@ struct PagedAttentionParams {
   Tensor sinks;         // optional [num_heads] fp32: a learned logit per head that joins the softmax (GPT-OSS)
   float scale = 1.0f;
   int32_t sliding_window = 0;  // 0: full; else a query at p sees keys (p - window, p]
+  int64_t q_row_stride = 0;    // elements between consecutive tokens' q rows; 0: packed (num_heads * head_dim)
+};
+
+// Writes k/v rows into the cache at slot_mapping[t] = block * block_size + offset (negative: skip).
+struct WriteKvParams {
+  Tensor k;             // [T, Hk, D]; MLA passes its [T, 1, L + R] latent rows here
+  Tensor v;             // [T, Hk, Dv], or undefined with v_cache (MLA's shared K=V latent)
+  Tensor slot_mapping;  // [T] int32
+  Tensor k_cache;       // [num_blocks, block_size, Hk, D]
+  Tensor v_cache;       // [num_blocks, block_size, Hk, Dv] or undefined
+  // Elements between consecutive tokens' rows of k and of v; 0: packed (a row is Hk * D). Rows of a fused
+  // q/k/v projection output are read in place.
+  int64_t k_row_stride = 0, v_row_stride = 0;
 };
 
 // Top-k expert choice from router logits, in the variants DeepSeek-V2/V3 and GPT-OSS define:
@@ -74,6 +90,14 @@ struct MoeExpertsParams {
   float swiglu_alpha = 1.702f;
 };
 
+// Queued work recorded once and replayed many times (a CUDA graph): the runner's decode steps.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Queues the recorded work again on the stream it was recorded from, with the pointers it was given.
+  virtual void replay() = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -82,12 +106,25 @@ class Ops {
 
   // Memory. alloc() is for load time and step-buffer setup, never inside a forward.
   virtual Buffer alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+  // Host memory that step inputs are staged in (its view's device is kCpu): page-locked on CUDA, so a
+  // copy_from_host from it is an asynchronous DMA. The host must not rewrite it before the copy has run.
+  virtual Buffer alloc_host(DType dtype, std::initializer_list<int64_t> shape) { return alloc(dtype, shape); }
   virtual void copy_from_host(const Tensor& dst, const void* src) = 0;  // nbytes of dst
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;
   // Waits for queued work (the host reads results after this).
   virtual void synchronize() = 0;
   // Memory still free for this backend's allocations (sizes the KV cache).
   virtual size_t free_memory_bytes() const = 0;
+
+  // Step capture (contract 11). Between begin_capture() and end_capture() ops are recorded instead of
+  // run; replaying the result reruns them on whatever the same buffers then hold. Only a backend whose
+  // supports_capture() is true implements them.
+  virtual bool supports_capture() const { return false; }
+  virtual void begin_capture() { DRIFT_CHECK(false, "backend {} cannot capture work", name()); }
+  virtual std::unique_ptr<CapturedWork> end_capture() {
+    DRIFT_CHECK(false, "backend {} cannot capture work", name());
+    return nullptr;
+  }
 
   // The dtype weights and activations are kept in on this backend (fp32 on the CPU, bf16 on CUDA).
   virtual DType compute_dtype() const = 0;
@@ -100,7 +137,8 @@ class Ops {
   virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // out = x @ w^T (+ bias). x: [T, K], w: [N, K] (Hugging Face Linear layout), bias: [N] or undefined, out: [T, N].
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) = 0;
-  // Rotates q and k in place. q: [T, Hq, D], k: [T, Hk, D], positions: [T] int32.
+  // Rotates q and k in place. q: [T, Hq, D], k: [T, Hk, D] (rows p.q_row_stride / p.k_row_stride apart),
+  // positions: [T] int32.
   virtual void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) = 0;
   // out = silu(gate) * up, gate_up: [T, 2F] (gate first), out: [T, F].
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
@@ -108,11 +146,12 @@ class Ops {
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
   // out = a + b, same shapes.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
-  // Writes k/v rows into the cache at slot_mapping[t] = block * block_size + offset (negative: skip).
-  // k: [T, Hk, D], v: [T, Hk, Dv], caches as in PagedAttentionParams. MLA passes its [T, 1, L + R] latent
-  // rows as k with v and v_cache undefined.
-  virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
-                        const Tensor& v_cache) = 0;
+  virtual void write_kv(const WriteKvParams& p) = 0;
+  // write_kv of packed rows.
+  void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
+                const Tensor& v_cache) {
+    write_kv(WriteKvParams{.k = k, .v = v, .slot_mapping = slot_mapping, .k_cache = k_cache, .v_cache = v_cache});
+  }
   virtual void paged_attention(const PagedAttentionParams& p) = 0;
 
   // out[r] = [a[r], b[r]]: rows joined along the last dimension. a: [N, A], b: [N, B], out: [N, A + B].

@@ -220,6 +220,10 @@ Expected<RopeConfig> parse_rope(const JsonFields& f, const Family& family, const
 Expected<std::optional<MoeConfig>> parse_moe(const JsonFields& f, const Family& family, const ModelConfig& c) {
   MoeConfig m;
   if (f.has("n_routed_experts")) {
+    // first_k_dense_replace covering every layer leaves no MoE layer: a dense MLA model (Youtu-style),
+    // whatever the (then unused, often null) expert fields say.
+    DRIFT_ASSIGN_OR_RETURN(const int64_t first_dense, f.int_or("first_k_dense_replace", 0));
+    if (first_dense >= c.num_layers) return std::optional<MoeConfig>();
     DRIFT_ASSIGN_OR_RETURN(m, parse_deepseek_moe(f, family));
   } else if (f.has("num_local_experts")) {
     DRIFT_ASSIGN_OR_RETURN(m, parse_local_experts_moe(f, c));

@@ -13,11 +13,11 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-// One block table (for a model with one KV group) of n consecutive blocks starting at `first`.
-std::vector<std::vector<int32_t>> identity_blocks(int32_t n, int32_t first = 0) {
+// Per KV group of the fixture's model, the same block table: n consecutive blocks starting at `first`.
+std::vector<std::vector<int32_t>> identity_blocks(const FixtureModel& f, int32_t n, int32_t first = 0) {
   std::vector<int32_t> b(static_cast<size_t>(n));
   std::iota(b.begin(), b.end(), first);
-  return {b};
+  return std::vector<std::vector<int32_t>>(static_cast<size_t>(f.runner->config().num_kv_groups), b);
 }
 
 int32_t argmax(std::span<const float> row) {
@@ -31,7 +31,7 @@ TEST_P(GoldenTest, PromptLogitsMatchTransformers) {
   ASSERT_TRUE(f.runner);
   const int64_t vocab = f.model->vocab_size();
   for (const GoldenPrompt& p : f.prompts) {
-    const auto blocks = identity_blocks(16);
+    const auto blocks = identity_blocks(f, 16);
     runner::SeqStep step{p.ids, 0, int32_t(p.ids.size()), blocks, false, true};
     auto logits = f.runner->step({&step, 1});
     ASSERT_TRUE(logits.ok()) << logits.status().to_string();
@@ -46,7 +46,7 @@ TEST_P(GoldenTest, GreedyContinuationMatchesTransformers) {
   ASSERT_TRUE(f.runner);
   for (const GoldenPrompt& p : f.prompts) {
     std::vector<int32_t> tokens = p.ids;
-    const auto blocks = identity_blocks(16);
+    const auto blocks = identity_blocks(f, 16);
     int32_t num_computed = 0;
     std::vector<int32_t> generated;
     while (generated.size() < p.greedy.size()) {
@@ -68,7 +68,7 @@ TEST_P(GoldenTest, ChunkedPrefillGivesTheSameLogits) {
   const int64_t vocab = f.model->vocab_size();
   const GoldenPrompt& p = f.prompts.back();
   for (int32_t chunk : {1, 7, 64}) {
-    const auto blocks = identity_blocks(16, 5);  // blocks that do not start at 0
+    const auto blocks = identity_blocks(f, 16, 5);  // blocks that do not start at 0
     std::vector<float> all;
     for (int32_t done = 0; done < int32_t(p.ids.size()); done += chunk) {
       const int32_t n = std::min<int32_t>(chunk, int32_t(p.ids.size()) - done);
@@ -89,7 +89,7 @@ TEST_P(GoldenTest, BatchedPromptsGiveTheSameLogits) {
   std::vector<std::vector<std::vector<int32_t>>> tables;
   std::vector<runner::SeqStep> steps;
   // Reverse order and scattered blocks: each sequence must read only its own.
-  for (size_t i = 0; i < f.prompts.size(); ++i) tables.push_back(identity_blocks(8, int32_t(40 - 10 * i)));
+  for (size_t i = 0; i < f.prompts.size(); ++i) tables.push_back(identity_blocks(f, 8, int32_t(40 - 10 * i)));
   for (size_t i = f.prompts.size(); i-- > 0;) {
     const GoldenPrompt& p = f.prompts[i];
     steps.push_back({p.ids, 0, int32_t(p.ids.size()), tables[i], false, true});

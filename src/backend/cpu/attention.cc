@@ -16,6 +16,7 @@ void CpuOps::paged_attention(const PagedAttentionParams& p) {
   const int64_t head_dim_v = p.v_cache.defined() ? p.v_cache.size(3) : p.out.size(2);
   const int64_t max_blocks = p.block_tables.size(1);
   const int64_t group = num_heads / num_kv_heads;
+  const int64_t q_stride = p.q_row_stride > 0 ? p.q_row_stride : num_heads * head_dim;
   const int32_t* query_start = p.query_start.data_as<int32_t>();
   const int32_t* context_lens = p.context_lens.data_as<int32_t>();
 
@@ -24,13 +25,13 @@ void CpuOps::paged_attention(const PagedAttentionParams& p) {
     const int32_t context_len = context_lens[s];
     const int32_t* table = p.block_tables.data_as<int32_t>() + s * max_blocks;
     DRIFT_CHECK_LE(int64_t(context_len), max_blocks * block_size);
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (int64_t(q_end - q_begin) * num_heads * context_len * head_dim >= kMinParallelElements)
     for (int32_t row = q_begin; row < q_end; ++row) {
       for (int64_t h = 0; h < num_heads; ++h) {
         const int32_t pos = context_len - (q_end - row);  // the new tokens are the last of the context
         const int32_t first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
         const int64_t kv_head = h / group;
-        const float* q = p.q.data_as<float>() + (int64_t(row) * num_heads + h) * head_dim;
+        const float* q = p.q.data_as<float>() + int64_t(row) * q_stride + h * head_dim;
         std::vector<double> scores(size_t(pos - first + 1));
         double max_score = p.sinks.defined() ? double(p.sinks.data_as<float>()[h]) : -INFINITY;
         for (int32_t key = first; key <= pos; ++key) {

@@ -6,6 +6,10 @@
 
 namespace drift::backend {
 
+// Below this many elements an op runs on one thread: waking OpenMP's team costs more than the work, and
+// on a busy machine a spinning team makes a decode step many times slower.
+constexpr int64_t kMinParallelElements = int64_t{1} << 16;
+
 class CpuOps final : public Ops {
  public:
   Device device() const override { return Device::kCpu; }
@@ -26,8 +30,8 @@ class CpuOps final : public Ops {
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
-  void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
-                const Tensor& v_cache) override;
+  using Ops::write_kv;
+  void write_kv(const WriteKvParams& p) override;
   void paged_attention(const PagedAttentionParams& p) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;

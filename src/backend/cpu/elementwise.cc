@@ -1,4 +1,4 @@
-// Row-wise ops of the CPU backend: embedding, RMSNorm, RoPE, SwiGLU, add, KV writes.
+// Row-wise ops of the CPU backend: embedding, RMSNorm, RoPE, SwiGLU, add, KV writes, concat.
 #include <cmath>
 #include <cstring>
 
@@ -35,14 +35,14 @@ void CpuOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& out
 void CpuOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
   check_f32(x, "rms_norm");
   const int64_t n = w.numel(), rows = x.numel() / n;
-#pragma omp parallel for
+#pragma omp parallel for if (rows * n >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) rms_norm_row(x.data_as<float>() + r * n, w.data_as<float>(), eps, n, out.data_as<float>() + r * n);
 }
 
 void CpuOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
   const int64_t n = w.numel(), rows = x.numel() / n;
   DRIFT_CHECK_EQ(residual.numel(), x.numel());
-#pragma omp parallel for
+#pragma omp parallel for if (rows * n >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     float* res = residual.data_as<float>() + r * n;
     const float* xr = x.data_as<float>() + r * n;
@@ -55,10 +55,11 @@ void CpuOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, con
   const int64_t num_tokens = positions.size(0);
   const int32_t half = p.rotary_dim / 2;
   const int64_t max_positions = p.cos_sin.size(0);
-  auto rotate = [&](const Tensor& x, int64_t t, const float* cos, const float* sin) {
+  auto rotate = [&](const Tensor& x, int64_t row_stride, int64_t t, const float* cos, const float* sin) {
     const int64_t heads = x.size(1), head_dim = x.size(2);
+    const int64_t stride = row_stride > 0 ? row_stride : heads * head_dim;
     for (int64_t h = 0; h < heads; ++h) {
-      float* v = x.data_as<float>() + (t * heads + h) * head_dim;
+      float* v = x.data_as<float>() + t * stride + h * head_dim;
       for (int32_t i = 0; i < half; ++i) {
         const int64_t a = p.interleaved ? 2 * i : i;
         const int64_t b = p.interleaved ? 2 * i + 1 : i + half;
@@ -68,21 +69,21 @@ void CpuOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, con
       }
     }
   };
-#pragma omp parallel for
+#pragma omp parallel for if (q.numel() >= kMinParallelElements)
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int32_t pos = positions.data_as<int32_t>()[t];
     DRIFT_CHECK(pos >= 0 && pos < max_positions, "position {} outside the RoPE table of {}", pos, max_positions);
     const float* cos = p.cos_sin.data_as<float>() + int64_t(pos) * p.rotary_dim;
     const float* sin = cos + half;
-    rotate(q, t, cos, sin);
-    if (k.defined()) rotate(k, t, cos, sin);
+    rotate(q, p.q_row_stride, t, cos, sin);
+    if (k.defined()) rotate(k, p.k_row_stride, t, cos, sin);
   }
 }
 
 void CpuOps::silu_mul(const Tensor& gate_up, const Tensor& out) {
   const int64_t rows = gate_up.size(0), f = out.size(-1);
   DRIFT_CHECK_EQ(gate_up.size(-1), 2 * f);
-#pragma omp parallel for
+#pragma omp parallel for if (rows * f >= kMinParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const float* g = gate_up.data_as<float>() + r * 2 * f;
     const float* u = g + f;
@@ -108,18 +109,21 @@ void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (int64_t i = 0; i < n; ++i) out.data_as<float>()[i] = a.data_as<float>()[i] + b.data_as<float>()[i];
 }
 
-void CpuOps::write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,
-                      const Tensor& v_cache) {
-  const int64_t num_tokens = slot_mapping.size(0);
-  const int64_t k_row = k.numel() / k.size(0), v_row = v.defined() ? v.numel() / v.size(0) : 0;
-  const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
+void CpuOps::write_kv(const WriteKvParams& p) {
+  const int64_t num_tokens = p.slot_mapping.size(0);
+  const int64_t k_row = p.k.numel() / p.k.size(0), v_row = p.v.defined() ? p.v.numel() / p.v.size(0) : 0;
+  const int64_t k_stride = p.k_row_stride > 0 ? p.k_row_stride : k_row;
+  const int64_t v_stride = p.v_row_stride > 0 ? p.v_row_stride : v_row;
+  const int64_t num_slots = p.k_cache.size(0) * p.k_cache.size(1);
   for (int64_t t = 0; t < num_tokens; ++t) {
-    const int32_t slot = slot_mapping.data_as<int32_t>()[t];
+    const int32_t slot = p.slot_mapping.data_as<int32_t>()[t];
     if (slot < 0) continue;
     DRIFT_CHECK_LT(int64_t(slot), num_slots);
-    std::memcpy(k_cache.data_as<float>() + int64_t(slot) * k_row, k.data_as<float>() + t * k_row, size_t(k_row) * 4);
-    if (v.defined())
-      std::memcpy(v_cache.data_as<float>() + int64_t(slot) * v_row, v.data_as<float>() + t * v_row, size_t(v_row) * 4);
+    std::memcpy(p.k_cache.data_as<float>() + int64_t(slot) * k_row, p.k.data_as<float>() + t * k_stride,
+                size_t(k_row) * 4);
+    if (p.v.defined())
+      std::memcpy(p.v_cache.data_as<float>() + int64_t(slot) * v_row, p.v.data_as<float>() + t * v_stride,
+                  size_t(v_row) * 4);
   }
 }
 

@@ -1,4 +1,5 @@
-// out = x @ w^T (+ bias) through OpenBLAS sgemm; weights are fp32 on this backend (converted at load).
+// linear (out = x @ w^T + bias) and batched_linear (one such product per head) through OpenBLAS sgemm;
+// weights are fp32 on this backend (converted at load).
 #include <cblas.h>
 
 #include "backend/cpu/cpu_ops.h"

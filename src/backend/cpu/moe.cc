@@ -104,7 +104,7 @@ void CpuOps::moe_route(const MoeRouteParams& p) {
   DRIFT_CHECK(top_k <= p.topk_group * (num_experts / p.n_group), "top_k {} exceeds the {} experts of the kept groups",
               top_k, p.topk_group * (num_experts / p.n_group));
   DRIFT_CHECK_EQ(p.topk_weights.numel(), num_tokens * top_k);
-#pragma omp parallel for
+#pragma omp parallel for if (num_tokens * num_experts >= kMinParallelElements / 64)
   for (int64_t t = 0; t < num_tokens; ++t) route_token(p, t);
 }
 

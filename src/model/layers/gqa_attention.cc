@@ -6,17 +6,31 @@ namespace drift::model {
 
 AttentionScratch AttentionScratch::allocate(backend::Ops& ops, int64_t max_tokens, const GqaAttentionSpec& s) {
   const DType t = ops.compute_dtype();
-  return {ops.alloc(t, {max_tokens, s.num_heads * s.head_dim}), ops.alloc(t, {max_tokens, s.num_kv_heads * s.head_dim}),
-          ops.alloc(t, {max_tokens, s.num_kv_heads * s.head_dim}), ops.alloc(t, {max_tokens, s.num_heads * s.head_dim})};
+  const int64_t q_out = s.num_heads * s.head_dim, kv_out = s.num_kv_heads * s.head_dim;
+  AttentionScratch scratch;
+  if (GqaAttention::fused_qkv(s)) {
+    scratch.qkv = ops.alloc(t, {max_tokens, q_out + 2 * kv_out});
+  } else {
+    scratch.q = ops.alloc(t, {max_tokens, q_out});
+    scratch.k = ops.alloc(t, {max_tokens, kv_out});
+    scratch.v = ops.alloc(t, {max_tokens, kv_out});
+  }
+  scratch.attn = ops.alloc(t, {max_tokens, q_out});
+  return scratch;
 }
 
 Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::string& prefix, const GqaAttentionSpec& spec) {
   GqaAttention a;
   a.spec_ = spec;
   const int64_t q_out = spec.num_heads * spec.head_dim, kv_out = spec.num_kv_heads * spec.head_dim;
-  DRIFT_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(loader, prefix + ".q_proj", q_out, spec.hidden, spec.qkv_bias));
-  DRIFT_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(loader, prefix + ".k_proj", kv_out, spec.hidden, spec.qkv_bias));
-  DRIFT_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(loader, prefix + ".v_proj", kv_out, spec.hidden, spec.qkv_bias));
+  if (fused_qkv(spec)) {
+    DRIFT_ASSIGN_OR_RETURN(a.qkv_proj_, Linear::load_stacked(loader, {prefix + ".q_proj", prefix + ".k_proj", prefix + ".v_proj"},
+                                                             {q_out, kv_out, kv_out}, spec.hidden, spec.qkv_bias));
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(loader, prefix + ".q_proj", q_out, spec.hidden, spec.qkv_bias));
+    DRIFT_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(loader, prefix + ".k_proj", kv_out, spec.hidden, spec.qkv_bias));
+    DRIFT_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(loader, prefix + ".v_proj", kv_out, spec.hidden, spec.qkv_bias));
+  }
   DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", spec.hidden, q_out, spec.o_bias));
   if (spec.qk_norm) {
     DRIFT_ASSIGN_OR_RETURN(a.q_norm_, RmsNorm::load(loader, prefix + ".q_norm.weight", spec.head_dim, spec.norm_eps));
@@ -35,34 +49,54 @@ void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t
 
 void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
                            const Tensor& out) const {
-  const int64_t n = ctx.num_tokens;
-  const Tensor q = scratch.q.view.slice(0, n), k = scratch.k.view.slice(0, n), v = scratch.v.view.slice(0, n);
-  q_proj_.forward(ops, x, q);
-  k_proj_.forward(ops, x, k);
-  v_proj_.forward(ops, x, v);
-  const Tensor q_heads = q.view({n, spec_.num_heads, spec_.head_dim});
-  const Tensor k_heads = k.view({n, spec_.num_kv_heads, spec_.head_dim});
-  if (q_norm_) {
-    q_norm_->forward(ops, q_heads, q_heads);
-    k_norm_->forward(ops, k_heads, k_heads);
+  const int64_t n = ctx.num_tokens, h = spec_.num_heads, hk = spec_.num_kv_heads, d = spec_.head_dim;
+  Tensor q_heads, k_heads, v_heads;
+  int64_t row_stride = 0;  // 0: packed q, k and v buffers
+  if (fused_qkv(spec_)) {
+    const Tensor qkv = scratch.qkv.view.slice(0, n);
+    qkv_proj_.forward(ops, x, qkv);
+    // Views of the q, k and v columns of the fused rows, row_stride elements apart.
+    row_stride = (h + 2 * hk) * d;
+    const size_t elem = dtype_size(qkv.dtype);
+    auto columns = [&](int64_t first, int64_t heads) {
+      return Tensor(static_cast<char*>(qkv.data) + size_t(first) * elem, qkv.dtype, {n, heads, d}, qkv.device);
+    };
+    q_heads = columns(0, h);
+    k_heads = columns(h * d, hk);
+    v_heads = columns((h + hk) * d, hk);
+  } else {
+    const Tensor q = scratch.q.view.slice(0, n), k = scratch.k.view.slice(0, n), v = scratch.v.view.slice(0, n);
+    q_proj_.forward(ops, x, q);
+    k_proj_.forward(ops, x, k);
+    v_proj_.forward(ops, x, v);
+    q_heads = q.view({n, h, d});
+    k_heads = k.view({n, hk, d});
+    v_heads = v.view({n, hk, d});
+    if (q_norm_) {
+      q_norm_->forward(ops, q_heads, q_heads);
+      k_norm_->forward(ops, k_heads, k_heads);
+    }
   }
-  ops.rope(q_heads, k_heads, ctx.positions, spec_.rope);
-  const Tensor v_heads = v.view({n, spec_.num_kv_heads, spec_.head_dim});
+  backend::RopeParams rope = spec_.rope;
+  rope.q_row_stride = rope.k_row_stride = row_stride;
+  ops.rope(q_heads, k_heads, ctx.positions, rope);
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
-  ops.write_kv(k_heads, v_heads, kv.slot_mapping, k_cache_.view, v_cache_.view);
+  ops.write_kv({.k = k_heads, .v = v_heads, .slot_mapping = kv.slot_mapping, .k_cache = k_cache_.view,
+                .v_cache = v_cache_.view, .k_row_stride = row_stride, .v_row_stride = row_stride});
 
   const Tensor attn = scratch.attn.view.slice(0, n);
   backend::PagedAttentionParams p;
   p.q = q_heads;
   p.k_cache = k_cache_.view;
   p.v_cache = v_cache_.view;
-  p.out = attn.view({n, spec_.num_heads, spec_.head_dim});
+  p.out = attn.view({n, h, d});
   p.block_tables = kv.block_tables;
   p.query_start = ctx.query_start;
   p.context_lens = ctx.context_lens;
   p.sinks = sinks_.view;
-  p.scale = float(1.0 / std::sqrt(double(spec_.head_dim)));
+  p.scale = float(1.0 / std::sqrt(double(d)));
   p.sliding_window = spec_.sliding_window;
+  p.q_row_stride = row_stride;
   ops.paged_attention(p);
   o_proj_.forward(ops, attn, out);
 }

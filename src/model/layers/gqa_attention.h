@@ -1,5 +1,10 @@
 // Grouped-query attention (Llama, Qwen2, Qwen3, GPT-OSS): q/k/v projections, optional per-head q/k
 // RMSNorm (Qwen3), RoPE, a write into this layer's paged KV cache, paged attention, output projection.
+//
+// q, k and v come from one stacked projection (one weight read and one launch instead of three): each
+// output row is [q heads | k heads | v heads], and rope, write_kv and attention read the three parts in
+// place through their row strides. With per-head q/k norms the norms need packed rows, so there the
+// three projections stay apart.
 #pragma once
 
 #include <optional>
@@ -21,7 +26,9 @@ struct GqaAttentionSpec {
 
 // Step buffers shared by every attention layer of a model, sized for the largest step.
 struct AttentionScratch {
-  backend::Buffer q, k, v, attn;  // [max_tokens, heads * head_dim]
+  backend::Buffer qkv;      // [max_tokens, (heads + 2 * kv_heads) * head_dim]: the fused projection's rows
+  backend::Buffer q, k, v;  // [max_tokens, heads * head_dim] each, when q/k/v stay apart (qk_norm)
+  backend::Buffer attn;     // [max_tokens, heads * head_dim]
 
   static AttentionScratch allocate(backend::Ops& ops, int64_t max_tokens, const GqaAttentionSpec& spec);
 };
@@ -29,6 +36,8 @@ struct AttentionScratch {
 class GqaAttention {
  public:
   static Expected<GqaAttention> load(WeightLoader& loader, const std::string& prefix, const GqaAttentionSpec& spec);
+  // Whether this spec's q/k/v projections are stacked into one.
+  static bool fused_qkv(const GqaAttentionSpec& spec) { return !spec.qk_norm; }
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size);
   // x, out: [ctx.num_tokens, hidden]
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
@@ -37,7 +46,9 @@ class GqaAttention {
 
  private:
   GqaAttentionSpec spec_;
-  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  Linear qkv_proj_;                  // [(heads + 2 * kv_heads) * head_dim, hidden] when fused
+  Linear q_proj_, k_proj_, v_proj_;  // otherwise
+  Linear o_proj_;
   std::optional<RmsNorm> q_norm_, k_norm_;
   backend::Buffer sinks_;                // [num_heads] fp32 (GPT-OSS)
   backend::Buffer k_cache_, v_cache_;    // [num_blocks, block_size, num_kv_heads, head_dim]

@@ -353,6 +353,17 @@ TEST(ModelConfig, DeepseekV3RoutingDefaultsFollowItsModelingCode) {
   EXPECT_TRUE(c.moe->norm_topk_prob);
 }
 
+TEST(ModelConfig, DeepseekV2WithEveryLayerDenseHasNoMoe) {
+  // As transformers saves a dense MLA model: expert fields present but null or unused.
+  json config = deepseek_v2_lite_config();
+  config["first_k_dense_replace"] = config["num_hidden_layers"];
+  config["num_experts_per_tok"] = nullptr;
+  config["n_group"] = nullptr;
+  const ModelConfig c = parse_ok(config);
+  ASSERT_TRUE(c.mla);
+  EXPECT_FALSE(c.moe);
+}
+
 TEST(ModelConfig, DeepseekV2LiteHasAPlainQueryProjection) {
   const ModelConfig c = parse_ok(deepseek_v2_lite_config());
   ASSERT_TRUE(c.mla);

@@ -1,0 +1,73 @@
+// drift bench serve: load-test a running OpenAI-compatible server (drift serve or another) and report
+// throughput and TTFT/TPOT/ITL/E2E latency with vllm bench serve's definitions.
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "bench/bench_report.h"
+#include "bench/serve_bench.h"
+#include "commands.h"
+
+namespace drift::cli {
+
+namespace {
+
+struct BenchServeOptions {
+  bench::ServeBenchConfig config;
+  std::string output_json;
+};
+
+void run_bench_serve(const BenchServeOptions& o) {
+  auto report = bench::run_serve_bench(o.config);
+  if (!report.ok()) return fail(report.status().to_string());
+  std::fputs(bench::format_table(*report).c_str(), stdout);
+  if (!o.output_json.empty()) {
+    std::ofstream out(o.output_json);
+    if (!out) return fail("cannot write --output-json " + o.output_json);
+    out << bench::report_json(*report).dump(2) << "\n";
+  }
+  if (report->summary.failed > 0) {
+    for (const bench::RequestResult& r : report->requests) {
+      if (r.success) continue;
+      fail(std::to_string(report->summary.failed) + " requests failed; first error: " + r.error);
+      break;
+    }
+  }
+}
+
+// `drift bench` may already exist (other benchmarks register there); serve becomes one of its commands.
+CLI::App* bench_command(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; })) return sub;
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  return bench;
+}
+
+}  // namespace
+
+void add_bench_serve_command(CLI::App& app) {
+  auto o = std::make_shared<BenchServeOptions>();
+  bench::ServeBenchConfig& c = o->config;
+  CLI::App* cmd = bench_command(app)->add_subcommand(
+      "serve", "Load-test an OpenAI-compatible server with random token-id prompts (like vllm bench serve)");
+  cmd->add_option("--url", c.base_url, "Server base URL")->capture_default_str();
+  cmd->add_option("--model", c.model, "Model id to send (default: the first one /v1/models lists)");
+  cmd->add_option("--tokenizer", c.tokenizer_path,
+                  "tokenizer.json the prompts are drawn from (default: the one in the model root the server reports)");
+  cmd->add_option("--api-key", c.api_key, "Bearer token for the server");
+  cmd->add_option("--num-prompts", c.num_prompts, "Requests to send")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--request-rate", c.request_rate, "Requests per second, Poisson arrivals (inf: all at once)")
+      ->capture_default_str();
+  cmd->add_option("--max-concurrency", c.max_concurrency, "Requests in flight at most (0: no cap)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--input-len", c.input_len, "Prompt tokens per request")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--output-len", c.output_len, "Generated tokens per request (ignore_eos)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--seed", c.seed, "Seed of the prompts and arrival times")->capture_default_str();
+  cmd->add_option("--num-warmups", c.num_warmups, "Untimed requests sent first")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--output-json", o->output_json, "Also write the results, with per-request lists, to this JSON file");
+  cmd->callback([o] { run_bench_serve(*o); });
+}
+
+}  // namespace drift::cli

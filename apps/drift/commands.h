@@ -1,0 +1,27 @@
+// The subcommands of `drift`. Each add_* registers its options and a callback on the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "drift/engine.h"
+
+namespace drift::cli {
+
+void add_generate_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_bench_serve_command(CLI::App& app);
+void add_perplexity_command(CLI::App& app);
+// Commands added by later features (serve, bench, perplexity) register here.
+void add_extra_commands(CLI::App& app);
+
+// Engine options shared by generate, serve, bench and perplexity.
+void add_engine_options(CLI::App& cmd, EngineConfig& config);
+std::string default_model_dir();
+
+// The process exit code: 0 unless a command failed.
+int exit_code();
+void fail(const std::string& message);
+
+}  // namespace drift::cli

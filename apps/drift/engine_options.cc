@@ -1,0 +1,50 @@
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+
+namespace drift::cli {
+
+namespace {
+int g_exit_code = 0;
+}
+
+int exit_code() { return g_exit_code; }
+
+void fail(const std::string& message) {
+  std::fprintf(stderr, "drift: %s\n", message.c_str());
+  g_exit_code = 1;
+}
+
+std::string default_model_dir() { return DRIFT_DEFAULT_MODEL_DIR; }
+
+void add_engine_options(CLI::App& cmd, EngineConfig& c) {
+  c.model_dir = default_model_dir();
+  cmd.add_option("-m,--model", c.model_dir, "Hugging Face model folder (config.json, safetensors, tokenizer.json)")
+      ->capture_default_str();
+  cmd.add_flag("--random-weights", c.random_weights, "Draw the weights from a seed: config.json alone (benchmarks)");
+  cmd.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd.add_option("--block-size", c.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)");
+  cmd.add_option("--kv-cache-fraction", c.kv_cache_memory_fraction, "Fraction of free memory for the KV cache")
+      ->check(CLI::Range(0.0, 0.95))->capture_default_str();
+  cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's)");
+  cmd.add_option("--max-num-seqs", c.max_num_seqs, "Sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Tokens per step")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd.add_flag("!--no-prefix-cache", c.enable_prefix_cache, "Disable prefix reuse");
+  cmd.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "Prefill each prompt in one step");
+  cmd.add_flag("--enforce-eager,--no-cuda-graphs", c.enforce_eager,
+               "CUDA: launch every step's kernels directly instead of replaying decode steps from CUDA graphs");
+  const std::map<std::string, AdmissionPolicy> admission{{"guaranteed", AdmissionPolicy::kGuaranteed},
+                                                         {"optimistic", AdmissionPolicy::kOptimistic}};
+  cmd.add_option("--admission", c.admission,
+                 "guaranteed: reserve prompt + max_tokens of KV before starting; optimistic: preempt by recompute")
+      ->transform(CLI::CheckedTransformer(admission, CLI::ignore_case));
+  const std::map<std::string, SchedulingPolicy> policy{{"fcfs", SchedulingPolicy::kFcfs},
+                                                       {"small-first", SchedulingPolicy::kSmallFirst}};
+  cmd.add_option("--policy", c.policy, "Order of waiting requests: fcfs or small-first")
+      ->transform(CLI::CheckedTransformer(policy, CLI::ignore_case));
+}
+
+}  // namespace drift::cli

@@ -1,0 +1,637 @@
+// drift_bench_decode: Llama-shaped random-weight models on the CUDA backend, driven through ModelRunner
+// the way the engine drives them (ModelRunner::step_and_sample: inputs packed into one upload, decode
+// steps replayed from CUDA graphs, greedy sampling on the GPU, token ids back to the host): batch-1
+// decode (prompt 512, 128 generated), batched decode at 16 and 64 sequences, prefill of 512 and 4096
+// tokens. Each figure is printed next to its physical limit on this GPU: bytes a step must move over
+// the measured copy bandwidth (decode), FLOPs over the measured bf16 matrix rate (prefill), whichever is
+// larger, and next to llama.cpp's figure on an H100 where one exists. Times are host wall-clock over
+// whole runner steps (each ends with the sampled tokens on the host). "eager" rows run the same steps
+// with graphs off; "forward only" rows run Model::forward on the runner's KV cache with the logits left
+// on the device and no sampling: directly, and replayed from a CUDA graph captured once per batch size.
+//
+// Weights are random. By default the bench writes them as bf16 safetensors shards (16 threads) into a
+// RAM-backed folder and loads them through the ordinary loader, because WeightLoader::random draws every
+// value on one thread (30 s for 1B, minutes for 8B); --loader random takes that path instead.
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/runtime/check.h"
+#include "model/registry.h"
+#include "runner/model_runner.h"
+#include "sample/cuda/cuda_sampler.h"
+#include "weights/safetensors.h"
+
+namespace drift::bench {
+namespace {
+
+struct Shape {
+  std::string name;
+  int64_t hidden, layers, heads, kv_heads, ffn, vocab;
+  bool tied;
+  double rope_factor;
+};
+
+const Shape kShapes[] = {
+    {"llama-3.2-1b", 2048, 16, 32, 8, 8192, 128256, true, 32.0},
+    {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, false, 8.0},
+};
+
+// llama.cpp on this H100 (shared/research/engines.md, issue 6).
+const std::map<std::string, double> kPeers = {
+    {"llama-3.2-1b/decode b=1", 697.0},
+    {"llama-3.1-8b/decode b=1", 166.6},
+    {"llama-3.1-8b/prefill 512", 22400.0},
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string bench_dir(const Shape& s) {
+  const std::filesystem::path shm("/dev/shm");
+  std::error_code ec;
+  const bool ram = std::filesystem::is_directory(shm, ec) && std::filesystem::space(shm, ec).available > (size_t(40) << 30);
+  return ((ram ? shm : std::filesystem::temp_directory_path()) / ("drift_bench_" + s.name)).string();
+}
+
+std::string write_config(const Shape& s) {
+  const std::string dir = bench_dir(s);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << fmt::format(
+      R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": {}, "intermediate_size": {},
+"num_hidden_layers": {}, "num_attention_heads": {}, "num_key_value_heads": {}, "head_dim": {}, "vocab_size": {},
+"max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": {},
+"attention_bias": false, "mlp_bias": false, "dtype": "bfloat16",
+"rope_parameters": {{"rope_type": "llama3", "rope_theta": 500000.0, "factor": {}, "low_freq_factor": 1.0,
+"high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}}})",
+      s.hidden, s.ffn, s.layers, s.heads, s.kv_heads, s.hidden / s.heads, s.vocab, s.tied ? "true" : "false",
+      s.rope_factor);
+  return dir;
+}
+
+
+// Uniform values of standard deviation 0.02 (norm weights: 1 + that), as bf16, from a counter-based
+// generator so that any number of threads gives the same bytes.
+std::vector<std::byte> random_tensor(int64_t numel, uint64_t seed, bool is_norm) {
+  std::vector<std::byte> bytes(size_t(numel) * 2);
+  uint16_t* out = reinterpret_cast<uint16_t*>(bytes.data());
+  const int threads = int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  const int64_t per = (numel + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([=] {
+      for (int64_t i = t * per; i < std::min(numel, (t + 1) * per); ++i) {
+        uint64_t z = seed * 0x9e3779b97f4a7c15ull + uint64_t(i) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 31)) * 0x94d049bb133111ebull;
+        z ^= z >> 29;
+        const float u = float(z >> 40) / float(1ull << 24) - 0.5f;  // uniform in [-0.5, 0.5): std 1/sqrt(12)
+        out[i] = f32_to_bf16((is_norm ? 1.0f : 0.0f) + u * 0.02f * 3.4641016f);
+      }
+    });
+  for (auto& th : pool) th.join();
+  return bytes;
+}
+
+// A Hugging Face style checkpoint of random bf16 weights: one safetensors shard per layer.
+void write_random_checkpoint(const Shape& s, const std::string& dir) {
+  const int64_t hd = s.hidden / s.heads;
+  uint64_t seed = 1;
+  auto tensor = [&](std::string name, std::vector<int64_t> shape) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const bool is_norm = name.ends_with("norm.weight");
+    return weights::TensorToWrite{std::move(name), DType::kBF16, std::move(shape), random_tensor(numel, seed++, is_norm)};
+  };
+  auto write = [&](const std::string& file, const std::vector<weights::TensorToWrite>& tensors) {
+    const Status st = weights::write_safetensors(dir + "/" + file, tensors);
+    DRIFT_CHECK(st.ok(), "{}", st.to_string());
+  };
+  std::vector<weights::TensorToWrite> outer{tensor("model.embed_tokens.weight", {s.vocab, s.hidden}),
+                                            tensor("model.norm.weight", {s.hidden})};
+  if (!s.tied) outer.push_back(tensor("lm_head.weight", {s.vocab, s.hidden}));
+  write("model-outer.safetensors", outer);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    write(fmt::format("model-layer-{:03}.safetensors", l),
+          {tensor(p + "input_layernorm.weight", {s.hidden}), tensor(p + "post_attention_layernorm.weight", {s.hidden}),
+           tensor(p + "self_attn.q_proj.weight", {s.heads * hd, s.hidden}),
+           tensor(p + "self_attn.k_proj.weight", {s.kv_heads * hd, s.hidden}),
+           tensor(p + "self_attn.v_proj.weight", {s.kv_heads * hd, s.hidden}),
+           tensor(p + "self_attn.o_proj.weight", {s.hidden, s.heads * hd}),
+           tensor(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}), tensor(p + "mlp.up_proj.weight", {s.ffn, s.hidden}),
+           tensor(p + "mlp.down_proj.weight", {s.hidden, s.ffn})});
+  }
+}
+
+// Ceilings measured on this device: a large device-to-device copy (bytes read + written) and a
+// 8192^3 bf16 product through the backend's own linear op (cuBLASLt), on random data.
+struct Ceilings {
+  double bandwidth = 0;  // bytes/s
+  double bf16_rate = 0;  // FLOP/s
+};
+
+template <class F>
+double time_on_stream(cudaStream_t stream, int warmup, int reps, F&& body) {
+  for (int i = 0; i < warmup; ++i) body();
+  cudaEvent_t start, stop;
+  DRIFT_CUDA_CHECK(cudaEventCreate(&start));
+  DRIFT_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    DRIFT_CUDA_CHECK(cudaEventRecord(start, stream));
+    body();
+    DRIFT_CUDA_CHECK(cudaEventRecord(stop, stream));
+    DRIFT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    DRIFT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e-3;
+}
+
+std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
+  std::vector<uint16_t> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& e : v) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    e = f32_to_bf16((float(x >> 40) / float(1ull << 24) - 0.5f) * 0.1f);
+  }
+  return v;
+}
+
+Ceilings measure_ceilings(backend::CudaOps& ops) {
+  Ceilings c;
+  {
+    const size_t bytes = size_t(2) << 30;
+    auto a = ops.alloc(DType::kU8, {int64_t(bytes)}), b = ops.alloc(DType::kU8, {int64_t(bytes)});
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(a.view.data, 1, bytes, ops.stream()));
+    const double t = time_on_stream(ops.stream(), 2, 10, [&] {
+      DRIFT_CUDA_CHECK(cudaMemcpyAsync(b.view.data, a.view.data, bytes, cudaMemcpyDeviceToDevice, ops.stream()));
+    });
+    c.bandwidth = 2.0 * double(bytes) / t;
+  }
+  {
+    const int64_t n = 8192;
+    auto x = ops.alloc(DType::kBF16, {n, n}), w = ops.alloc(DType::kBF16, {n, n}), out = ops.alloc(DType::kBF16, {n, n});
+    ops.copy_from_host(x.view, random_bf16(size_t(n * n), 1).data());
+    ops.copy_from_host(w.view, random_bf16(size_t(n * n), 2).data());
+    const double t = time_on_stream(ops.stream(), 3, 10, [&] { ops.linear(x.view, w.view, Tensor(), out.view); });
+    c.bf16_rate = 2.0 * double(n) * n * n / t;
+  }
+  ops.synchronize();
+  return c;
+}
+
+struct Row {
+  std::string model, workload;
+  double tok_s = 0, ms_per_step = 0, limit_tok_s = 0;
+  std::string limit_by;
+};
+
+
+// Per-op roofline of one decode step's shapes: each linear at m = 1 (GEMV kernel and cuBLASLt), 16 and
+// 64 rows, the decode attention at 1, 16 and 64 sequences of 576 tokens, and the small row-wise ops.
+// Weights rotate among enough copies to exceed the L2 cache, so the times are DRAM times.
+struct RoofRow {
+  std::string model, op;
+  int64_t rows = 0;
+  double us = 0, bytes = 0;
+};
+
+void roofline(const Shape& s, backend::CudaOps& ops, std::vector<RoofRow>& out) {
+  const int64_t hd = s.hidden / s.heads;
+  struct Lin {
+    const char* name;
+    int64_t n, k;
+    bool f32;
+  };
+  const Lin lins[] = {{"q_proj", s.heads * hd, s.hidden, false},     {"k_proj", s.kv_heads * hd, s.hidden, false},
+                      {"v_proj", s.kv_heads * hd, s.hidden, false},  {"o_proj", s.hidden, s.heads * hd, false},
+                      {"gate_up", 2 * s.ffn, s.hidden, false},       {"down", s.hidden, s.ffn, false},
+                      {"lm_head", s.vocab, s.hidden, true}};
+  const int reps = 20;
+  for (const Lin& l : lins) {
+    const double w_bytes = 2.0 * double(l.n * l.k);
+    const int copies = int(std::max(1.0, std::ceil(256e6 / w_bytes)));
+    std::vector<backend::Buffer> ws;
+    for (int c = 0; c < copies; ++c) {
+      ws.push_back(ops.alloc(DType::kBF16, {l.n, l.k}));
+      DRIFT_CUDA_CHECK(cudaMemsetAsync(ws.back().view.data, 0x3c, size_t(w_bytes), ops.stream()));  // ~0.01
+    }
+    auto x = ops.alloc(DType::kBF16, {64, l.k});
+    ops.copy_from_host(x.view, random_bf16(size_t(64 * l.k), 3).data());
+    auto o = ops.alloc(l.f32 ? DType::kF32 : DType::kBF16, {64, l.n});
+    for (auto [rows, gemv] : {std::pair<int64_t, bool>{1, true}, {1, false}, {16, false}, {64, false}}) {
+      ops.set_small_batch_gemv(gemv);
+      const Tensor xv = x.view.slice(0, rows), ov = o.view.slice(0, rows);
+      int i = 0;
+      const double t = time_on_stream(ops.stream(), 2, 5, [&] {
+        for (int r = 0; r < reps; ++r) ops.linear(xv, ws[size_t(i++ % copies)].view, Tensor(), ov);
+      }) / reps;
+      out.push_back({s.name, fmt::format("{} [{}x{}]{}", l.name, l.n, l.k, rows == 1 ? (gemv ? " gemv" : " cuBLASLt") : ""),
+                     rows, t * 1e6, w_bytes + 2.0 * rows * l.k + (l.f32 ? 4.0 : 2.0) * rows * l.n});
+    }
+    ops.set_small_batch_gemv(true);
+  }
+  // Decode attention: every sequence at 576 tokens, scattered over its own blocks.
+  for (int64_t b : {1, 16, 64}) {
+    const int64_t ctx = 576, bs = 16, per_seq = ctx / bs, blocks = b * per_seq;
+    auto q = ops.alloc(DType::kBF16, {b, s.heads, hd});
+    auto kc = ops.alloc(DType::kBF16, {blocks, bs, s.kv_heads, hd}), vc = ops.alloc(DType::kBF16, {blocks, bs, s.kv_heads, hd});
+    auto attn = ops.alloc(DType::kBF16, {b, s.heads, hd});
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(kc.view.data, 0x3c, kc.view.nbytes(), ops.stream()));
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(vc.view.data, 0x3c, vc.view.nbytes(), ops.stream()));
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(q.view.data, 0x3c, q.view.nbytes(), ops.stream()));
+    std::vector<int32_t> table(static_cast<size_t>(blocks)), qs(static_cast<size_t>(b + 1)),
+        cl(static_cast<size_t>(b), static_cast<int32_t>(ctx));
+    std::iota(table.begin(), table.end(), 0);
+    std::iota(qs.begin(), qs.end(), 0);
+    auto table_d = ops.alloc(DType::kI32, {b, per_seq}), qs_d = ops.alloc(DType::kI32, {b + 1}), cl_d = ops.alloc(DType::kI32, {b});
+    ops.copy_from_host(table_d.view, table.data());
+    ops.copy_from_host(qs_d.view, qs.data());
+    ops.copy_from_host(cl_d.view, cl.data());
+    backend::PagedAttentionParams p;
+    p.q = q.view, p.k_cache = kc.view, p.v_cache = vc.view, p.out = attn.view;
+    p.block_tables = table_d.view, p.query_start = qs_d.view, p.context_lens = cl_d.view;
+    p.scale = 0.1f;
+    const double t = time_on_stream(ops.stream(), 2, 5, [&] {
+      for (int r = 0; r < reps; ++r) ops.paged_attention(p);
+    }) / reps;
+    out.push_back({s.name, "decode attention, 576 tokens", b, t * 1e6, 2.0 * 2.0 * double(b * ctx * s.kv_heads * hd)});
+  }
+  // Row-wise ops at one row: launch-bound, the floor a step pays per kernel.
+  {
+    auto a = ops.alloc(DType::kBF16, {1, 2 * s.ffn}), b = ops.alloc(DType::kBF16, {1, s.ffn}),
+         w = ops.alloc(DType::kBF16, {s.hidden}), r = ops.alloc(DType::kBF16, {1, s.hidden}), n = ops.alloc(DType::kBF16, {1, s.hidden});
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(a.view.data, 0x3c, a.view.nbytes(), ops.stream()));
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(w.view.data, 0x3c, w.view.nbytes(), ops.stream()));
+    DRIFT_CUDA_CHECK(cudaMemsetAsync(r.view.data, 0, r.view.nbytes(), ops.stream()));
+    const Tensor x = a.view.view({2 * s.ffn}).slice(0, s.hidden).view({1, s.hidden});
+    double t = time_on_stream(ops.stream(), 2, 5, [&] {
+      for (int i = 0; i < reps; ++i) ops.add_rms_norm(r.view, x, w.view, 1e-5f, n.view);
+    }) / reps;
+    out.push_back({s.name, "add_rms_norm", 1, t * 1e6, 8.0 * s.hidden});
+    t = time_on_stream(ops.stream(), 2, 5, [&] {
+      for (int i = 0; i < reps; ++i) ops.silu_mul(a.view, b.view);
+    }) / reps;
+    out.push_back({s.name, "silu_mul", 1, t * 1e6, 6.0 * s.ffn});
+  }
+  ops.synchronize();
+}
+
+class ModelBench {
+ public:
+  ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
+             int max_prefill, bool fast_loader)
+      : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string dir = write_config(s);
+    model::LoadOptions lo;
+    lo.random_weights = !fast_loader;
+    lo.seed = 7;
+    if (fast_loader) write_random_checkpoint(s, dir);
+    const double t_write = seconds_since(t0);
+    auto m = model::load_model(dir, ops, lo);
+    DRIFT_CHECK(m.ok(), "{}", m.status().to_string());
+    model_ = std::move(m).value();
+    ops.synchronize();
+    std::filesystem::remove_all(dir);
+    std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", s.name.c_str(),
+                double(model_->num_parameters()) * 1e-9, t_write, seconds_since(t0) - t_write);
+    blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
+    runner::RunnerConfig rc;
+    rc.max_num_tokens = std::max(max_prefill, 1024);
+    rc.max_num_seqs = max_batch;
+    rc.block_size = kBlockSize;
+    rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
+    prefill_first_block_ = blocks_per_seq_ * max_batch;
+    rc.num_blocks = prefill_first_block_ + rc.max_model_len / kBlockSize + 1;
+    runner_ = std::make_unique<runner::ModelRunner>(*model_, ops, rc,
+                                                    sample::make_cuda_sampler(ops, max_batch, model_->vocab_size()));
+    greedy_.temperature = 0.0f;
+    max_tokens_ = rc.max_num_tokens;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int32_t> token(0, int32_t(s.vocab) - 1);
+    for (auto& seq : tokens_) seq.clear();
+    tokens_.resize(size_t(max_batch));
+    for (auto& seq : tokens_)
+      for (int i = 0; i < std::max(prompt + gen, max_prefill); ++i) seq.push_back(token(rng));
+  }
+
+  // Bytes every decode step reads: all linear weights (lm_head included, embedding rows aside) and norms.
+  double weight_bytes() const {
+    const int64_t head_dim = s_.hidden / s_.heads;
+    const int64_t per_layer = s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim + s_.heads * head_dim * s_.hidden +
+                              3 * s_.hidden * s_.ffn + 2 * s_.hidden;
+    return 2.0 * double(s_.layers * per_layer + s_.vocab * s_.hidden + s_.hidden);
+  }
+  // Multiply-adds per token through the linear layers (lm_head excluded: one row per sequence).
+  double linear_macs_per_token() const {
+    const int64_t head_dim = s_.hidden / s_.heads;
+    return double(s_.layers) * double(s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim +
+                                      s_.heads * head_dim * s_.hidden + 3 * s_.hidden * s_.ffn);
+  }
+
+  Row prefill(int n) {
+    std::vector<std::vector<int32_t>> table{blocks(prefill_first_block_, (n + kBlockSize - 1) / kBlockSize)};
+    runner::SeqStep step{std::span<const int32_t>(tokens_[0].data(), size_t(n)), 0, n, table, true, false};
+    const sample::RowSampling row = sampling(0, n);
+    check(runner_->step_and_sample({&step, 1}, {&row, 1}));  // warm-up: cuBLASLt plans for this shape
+    std::vector<double> times;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      check(runner_->step_and_sample({&step, 1}, {&row, 1}));
+      times.push_back(seconds_since(t0));
+    }
+    std::sort(times.begin(), times.end());
+    const double t = times[times.size() / 2];
+    const int64_t head_dim = s_.hidden / s_.heads;
+    const double flops = 2.0 * linear_macs_per_token() * n + 2.0 * double(s_.vocab * s_.hidden) +
+                         4.0 * double(s_.layers * s_.heads * head_dim) * double(n) * double(n + 1) / 2.0;
+    const double floor_t = std::max(flops / ceil_.bf16_rate, weight_bytes() / ceil_.bandwidth);
+    return {s_.name, fmt::format("prefill {}", n), n / t, t * 1e3, n / floor_t,
+            flops / ceil_.bf16_rate >= weight_bytes() / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
+  }
+
+  // Decode steps as the engine runs them: `graphs` replays them from CUDA graphs, otherwise every step
+  // launches its kernels directly. The tokens fed back are the bench's own (the sampled ones are dropped),
+  // so every run sees the same sequence.
+  Row decode(int batch, bool graphs, const std::string& label) {
+    std::vector<std::vector<std::vector<int32_t>>> tables;
+    for (int i = 0; i < batch; ++i) tables.push_back({blocks(i * blocks_per_seq_, blocks_per_seq_)});
+    prefill_prompts(batch);  // as many prompts per step as max_num_tokens allows
+    runner_->set_cuda_graphs(graphs);
+    const int64_t replays_before = runner_->num_graph_replays();
+    auto decode_steps = [&](int from, int count) {
+      std::vector<runner::SeqStep> steps(static_cast<size_t>(batch));
+      std::vector<sample::RowSampling> rows(static_cast<size_t>(batch));
+      for (int j = 0; j < count; ++j) {
+        for (int i = 0; i < batch; ++i) {
+          steps[size_t(i)] = {tokens_[size_t(i)], from + j, 1, tables[size_t(i)], true, false};
+          rows[size_t(i)] = sampling(i, from + j);
+        }
+        check(runner_->step_and_sample(steps, rows));
+      }
+    };
+    decode_steps(prompt_, 3);  // warm-up, and the graph capture (rewritten below)
+    const auto t0 = std::chrono::steady_clock::now();
+    decode_steps(prompt_, gen_);
+    Row r = decode_limits(batch, seconds_since(t0) / gen_);
+    r.workload = label;
+    std::printf("  %s: %lld of %d steps replayed from a graph (%lld graphs so far)\n", label.c_str(),
+                static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + 3,
+                static_cast<long long>(runner_->num_graphs()));
+    runner_->set_cuda_graphs(true);
+    return r;
+  }
+
+  // The decode loop without the runner: token ids, positions, slots and lengths go up in one copy from
+  // pinned memory, logits stay on the device. With `graph`, one forward is captured and replayed.
+  // Runs after decode(batch) through the runner, whose prompts' KV it reuses (same blocks, same tokens).
+  Row decode_forward_only(int batch, bool graph) {
+    const int width = blocks_per_seq_;
+    std::vector<int32_t> tables_h(size_t(batch) * size_t(width)), fixed(size_t(2 * batch + 1));
+    for (int i = 0; i < batch; ++i)
+      for (int b = 0; b < width; ++b) tables_h[size_t(i * width + b)] = i * blocks_per_seq_ + b;
+    for (int i = 0; i <= batch; ++i) fixed[size_t(i)] = i;                         // query_start
+    for (int i = 0; i < batch; ++i) fixed[size_t(batch + 1 + i)] = i;               // logits_rows
+    auto tables = ops_.alloc(DType::kI32, {batch, width});
+    auto fixed_d = ops_.alloc(DType::kI32, {2 * batch + 1});
+    auto step_d = ops_.alloc(DType::kI32, {4 * batch});  // token ids, positions, slots, context lengths
+    auto logits = ops_.alloc(DType::kF32, {batch, s_.vocab});
+    ops_.copy_from_host(tables.view, tables_h.data());
+    ops_.copy_from_host(fixed_d.view, fixed.data());
+    int32_t* step_h = nullptr;
+    DRIFT_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&step_h), sizeof(int32_t) * 4 * size_t(batch)));
+
+    model::ForwardContext ctx;
+    ctx.num_tokens = ctx.num_seqs = ctx.num_logits = batch;
+    const Tensor all = step_d.view;
+    ctx.token_ids = all.slice(0, batch);
+    ctx.positions = all.slice(batch, 2 * batch);
+    ctx.kv_groups.push_back({all.slice(2 * batch, 3 * batch), tables.view});
+    ctx.context_lens = all.slice(3 * batch, 4 * batch);
+    ctx.query_start = fixed_d.view.slice(0, batch + 1);
+    ctx.logits_rows = fixed_d.view.slice(batch + 1, 2 * batch + 1);
+    auto upload_step = [&](int pos) {
+      for (int i = 0; i < batch; ++i) {
+        step_h[i] = tokens_[size_t(i)][size_t(pos)];
+        step_h[batch + i] = pos;
+        step_h[2 * batch + i] = (i * blocks_per_seq_ + pos / kBlockSize) * kBlockSize + pos % kBlockSize;
+        step_h[3 * batch + i] = pos + 1;
+      }
+      DRIFT_CUDA_CHECK(cudaMemcpyAsync(step_d.view.data, step_h, sizeof(int32_t) * 4 * size_t(batch),
+                                       cudaMemcpyHostToDevice, ops_.stream()));
+    };
+    upload_step(prompt_);
+    model_->forward(ctx, logits.view);  // warm-up: cuBLASLt plans for this batch
+    ops_.synchronize();
+    cudaGraphExec_t exec = nullptr;
+    if (graph) {
+      cudaGraph_t g = nullptr;
+      DRIFT_CUDA_CHECK(cudaStreamBeginCapture(ops_.stream(), cudaStreamCaptureModeThreadLocal));
+      model_->forward(ctx, logits.view);
+      DRIFT_CUDA_CHECK(cudaStreamEndCapture(ops_.stream(), &g));
+      DRIFT_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+      DRIFT_CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    auto run_steps = [&] {
+      for (int j = 0; j < gen_; ++j) {
+        upload_step(prompt_ + j);
+        if (graph)
+          DRIFT_CUDA_CHECK(cudaGraphLaunch(exec, ops_.stream()));
+        else
+          model_->forward(ctx, logits.view);
+      }
+      ops_.synchronize();
+    };
+    run_steps();  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    run_steps();
+    const double step_t = seconds_since(t0) / gen_;
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    cudaFreeHost(step_h);
+    Row r = decode_limits(batch, step_t);
+    r.workload = fmt::format("decode b={} forward only{}", batch, graph ? ", CUDA graph" : "");
+    return r;
+  }
+
+ private:
+  static constexpr int kBlockSize = 16;
+
+  void prefill_prompts(int batch) {
+    for (int first = 0; first < batch;) {
+      std::vector<runner::SeqStep> steps;
+      std::vector<sample::RowSampling> rows;
+      std::vector<std::vector<std::vector<int32_t>>> tables;
+      tables.reserve(size_t(batch));
+      for (int tokens = 0; first < batch && tokens + prompt_ <= max_tokens_; ++first, tokens += prompt_) {
+        tables.push_back({blocks(first * blocks_per_seq_, blocks_per_seq_)});
+        steps.push_back({tokens_[size_t(first)], 0, prompt_, tables.back(), true, false});
+        rows.push_back(sampling(first, prompt_));
+      }
+      check(runner_->step_and_sample(steps, rows));
+    }
+  }
+
+  // Greedy, as the llama.cpp figures were taken; the output so far is the bench's tokens after the prompt.
+  sample::RowSampling sampling(int seq, int pos) const {
+    const std::vector<int32_t>& t = tokens_[size_t(seq)];
+    const size_t prompt = size_t(std::min(pos, prompt_));
+    return {&greedy_, std::span<const int32_t>(t.data(), prompt),
+            std::span<const int32_t>(t.data() + prompt, size_t(pos) - prompt), 0, uint64_t(pos) - prompt};
+  }
+
+  Row decode_limits(int batch, double step_t) const {
+    const double avg_context = prompt_ + (gen_ + 1) / 2.0;
+    const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(DType::kBF16));
+    const int64_t head_dim = s_.hidden / s_.heads;
+    const double flops = 2.0 * batch * (linear_macs_per_token() + double(s_.vocab * s_.hidden)) +
+                         4.0 * batch * avg_context * double(s_.layers * s_.heads * head_dim);
+    const double bytes_t = (weight_bytes() + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
+    return {s_.name, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
+            bytes_t >= flops_t ? "bytes" : "bf16 FLOPs"};
+  }
+
+  static std::vector<int32_t> blocks(int first, int n) {
+    std::vector<int32_t> b(static_cast<size_t>(n));
+    std::iota(b.begin(), b.end(), first);
+    return b;
+  }
+  template <class T>
+  static void check(const Expected<T>& r) {
+    DRIFT_CHECK(r.ok(), "{}", r.status().to_string());
+  }
+
+  const Shape& s_;
+  backend::CudaOps& ops_;
+  Ceilings ceil_;
+  int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<runner::ModelRunner> runner_;
+  std::vector<std::vector<int32_t>> tokens_;
+  SamplingParams greedy_;
+};
+
+int run(int argc, char** argv) {
+  CLI::App app{"Decode and prefill speed of Llama-shaped random-weight models on the CUDA backend"};
+  std::vector<std::string> models{"llama-3.1-8b", "llama-3.2-1b"};
+  std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
+  int prompt = 512, gen = 128;
+  bool gemv_compare = false, forward_only = true, eager = true, roof = false;
+  std::string markdown, loader = "fast";
+  bool roofline_only = false;
+  app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b"}));
+  app.add_option("--batch", batches, "decode batch sizes");
+  app.add_option("--prefill", prefills, "prefill lengths");
+  app.add_option("--prompt", prompt, "prompt tokens before decoding");
+  app.add_option("--gen", gen, "decode steps timed");
+  app.add_option("--gemv-compare", gemv_compare, "also time batch-1 decode with cuBLASLt instead of the GEMV kernel");
+  app.add_option("--forward-only", forward_only, "also time decode without the runner (direct and CUDA graph)");
+  app.add_option("--eager", eager, "also time decode through the runner with CUDA graphs off");
+  app.add_option("--loader", loader, "fast: bf16 shards written by 16 threads; random: WeightLoader::random")
+      ->check(CLI::IsMember({"fast", "random"}));
+  app.add_option("--roofline", roof, "time each op of a decode step alone (per model shape)");
+  app.add_option("--roofline-only", roofline_only, "only the ceilings and the per-op table; no models");
+  app.add_option("--markdown", markdown, "write the table here too");
+  CLI11_PARSE(app, argc, argv);
+
+  if (backend::cuda_device_count() == 0) {
+    std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
+    return 1;
+  }
+  backend::CudaOps ops({});
+  cudaDeviceProp prop{};
+  DRIFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const Ceilings ceil = measure_ceilings(ops);
+  std::printf("device: %s, %d SMs; copy bandwidth %.2f TB/s (read + write); bf16 GEMM 8192^3 %.0f TFLOP/s\n",
+              prop.name, prop.multiProcessorCount, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12);
+
+  std::vector<RoofRow> roof_rows;
+  if (roof || roofline_only)
+    for (const std::string& name : models)
+      roofline(*std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; }),
+               ops, roof_rows);
+  if (roofline_only) models.clear();
+
+  std::vector<Row> rows;
+  // The table, written again after each model so that a run cut short still leaves what it measured.
+  auto write_table = [&] {
+    std::string table = fmt::format(
+        "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {}\n\n"
+        "| model | workload | Drift tok/s | ms/step | limit tok/s | limited by | Drift/limit | llama.cpp H100 |\n"
+        "|---|---|---:|---:|---:|---|---:|---:|\n",
+        prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, prompt, gen);
+    for (const Row& r : rows) {
+      const auto peer = kPeers.find(r.model + "/" + r.workload);
+      table += fmt::format("| {} | {} | {:.1f} | {:.3f} | {:.1f} | {} | {:.0f}% | {} |\n", r.model, r.workload, r.tok_s,
+                           r.ms_per_step, r.limit_tok_s, r.limit_by, 100.0 * r.tok_s / r.limit_tok_s,
+                           peer == kPeers.end() ? "" : fmt::format("{:.1f}", peer->second));
+    }
+    if (!roof_rows.empty()) {
+      table += "\n| model | op | rows | us | GB/s | of copy bandwidth |\n|---|---|---:|---:|---:|---:|\n";
+      for (const RoofRow& r : roof_rows)
+        table += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% |\n", r.model, r.op, r.rows, r.us,
+                             r.bytes / r.us * 1e-3, 100.0 * r.bytes / (r.us * 1e-6) / ceil.bandwidth);
+    }
+    if (!markdown.empty()) std::ofstream(markdown) << table;
+    return table;
+  };
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  const int max_prefill = *std::max_element(prefills.begin(), prefills.end());
+  for (const std::string& name : models) {
+    const Shape& s = *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
+    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast");
+    for (int n : prefills) {
+      rows.push_back(b.prefill(n));
+      std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
+    }
+    for (int batch : batches) {
+      rows.push_back(b.decode(batch, true, fmt::format("decode b={}", batch)));
+      std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
+    }
+    if (eager)
+      for (int batch : batches) {
+        rows.push_back(b.decode(batch, false, fmt::format("decode b={} eager", batch)));
+        std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
+      }
+    if (gemv_compare && std::find(batches.begin(), batches.end(), 1) != batches.end()) {
+      ops.set_small_batch_gemv(false);
+      rows.push_back(b.decode(1, true, "decode b=1 (cuBLASLt)"));
+      ops.set_small_batch_gemv(true);
+    }
+    if (forward_only) {
+      for (int batch : batches)
+        for (bool graph : {false, true}) {
+          rows.push_back(b.decode_forward_only(batch, graph));
+          std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
+        }
+    }
+    write_table();
+    std::fflush(stdout);
+  }
+  std::printf("\n%s", write_table().c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace drift::bench
+
+int main(int argc, char** argv) { return drift::bench::run(argc, argv); }

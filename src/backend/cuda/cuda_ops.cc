@@ -1,0 +1,379 @@
+// CudaOps: checks each op's shapes and dtypes (programmer errors abort with both values printed), fills
+// the kernel's parameter struct and queues the launcher on the backend's stream.
+#include "backend/cuda/cuda_ops.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "backend/cuda/ops/launch.h"
+#include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/cublaslt.h"
+#include "backend/cuda/runtime/graph.h"
+
+namespace drift::backend {
+
+namespace {
+
+using cuda::bf16;
+
+void check_device(const Tensor& t, const char* what) {
+  DRIFT_CHECK(t.device == Device::kCuda, "cuda {}: tensor {} is not on the GPU", what, t.describe());
+}
+
+void check_dtype(const Tensor& t, DType want, const char* what) {
+  check_device(t, what);
+  DRIFT_CHECK(t.dtype == want, "cuda {} expects {}, got {}", what, dtype_name(want), t.describe());
+}
+
+const bf16* bf16_ptr(const Tensor& t) { return static_cast<const bf16*>(t.data); }
+bf16* bf16_mut(const Tensor& t) { return static_cast<bf16*>(t.data); }
+const int32_t* i32_ptr(const Tensor& t) { return static_cast<const int32_t*>(t.data); }
+
+std::shared_ptr<void> device_alloc(size_t bytes) {
+  void* p = nullptr;
+  DRIFT_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+Expected<std::unique_ptr<Ops>> make_cuda_ops(const CudaOptions& options) {
+  const int count = cuda_device_count();
+  if (options.device < 0 || options.device >= count)
+    return unsupported(fmt::format("CUDA device {} is not available ({} device(s) found)", options.device, count));
+  return std::unique_ptr<Ops>(std::make_unique<CudaOps>(options));
+}
+
+CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
+  DRIFT_CUDA_CHECK(cudaSetDevice(options.device));
+  DRIFT_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, options.device));
+  DRIFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  cublas_workspace_ = device_alloc(options.cublas_workspace_bytes);
+  attention_workspace_ = device_alloc(options.attention_workspace_bytes);
+  lt_ = std::make_unique<cuda::CublasLt>(cublas_workspace_.get(), options.cublas_workspace_bytes, num_sms_);
+}
+
+CudaOps::~CudaOps() {
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    lt_.reset();
+    cudaStreamDestroy(stream_);
+  }
+}
+
+Buffer CudaOps::alloc(DType dtype, std::initializer_list<int64_t> shape) {
+  Tensor view(nullptr, dtype, shape, Device::kCuda);
+  std::shared_ptr<void> memory = device_alloc((view.nbytes() + 255) / 256 * 256);
+  view.data = memory.get();
+  return Buffer{std::move(memory), view};
+}
+
+Buffer CudaOps::alloc_host(DType dtype, std::initializer_list<int64_t> shape) {
+  Tensor view(nullptr, dtype, shape, Device::kCpu);
+  void* p = nullptr;
+  DRIFT_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(view.nbytes(), 64), cudaHostAllocDefault));
+  view.data = p;
+  return Buffer{std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); }), view};
+}
+
+void CudaOps::begin_capture() {
+  DRIFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  DRIFT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+std::unique_ptr<CapturedWork> CudaOps::end_capture() {
+  cudaGraph_t graph = nullptr;
+  DRIFT_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  return std::make_unique<cuda::CudaGraph>(graph, stream_);
+}
+
+void CudaOps::copy_from_host(const Tensor& dst, const void* src) {
+  check_device(dst, "copy_from_host");
+  if (dst.nbytes() == 0) return;
+  DRIFT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaOps::copy_to_host(void* dst, const Tensor& src) {
+  check_device(src, "copy_to_host");
+  if (src.nbytes() == 0) return;
+  DRIFT_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  DRIFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::synchronize() { DRIFT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+size_t CudaOps::free_memory_bytes() const {
+  size_t free = 0, total = 0;
+  DRIFT_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
+void CudaOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  check_dtype(ids, DType::kI32, "embedding ids");
+  check_device(table, "embedding");
+  DRIFT_CHECK(out.dtype == table.dtype, "cuda embedding: table {} and out {} differ", table.describe(), out.describe());
+  const int64_t num_tokens = ids.numel(), hidden = table.size(1);
+  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
+  cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
+                                   .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype))},
+            stream_);
+}
+
+void CudaOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  check_dtype(x, DType::kBF16, "rms_norm x");
+  check_dtype(w, DType::kBF16, "rms_norm weight");
+  check_dtype(out, DType::kBF16, "rms_norm out");
+  const int64_t hidden = w.numel();
+  DRIFT_CHECK_EQ(x.numel() % hidden, int64_t(0));
+  DRIFT_CHECK_EQ(out.numel(), x.numel());
+  cuda::run(cuda::RmsNormParams{.x = bf16_ptr(x), .residual = nullptr, .weight = bf16_ptr(w), .out = bf16_mut(out),
+                                .num_rows = x.numel() / hidden, .hidden = int32_t(hidden), .eps = eps},
+            stream_);
+}
+
+void CudaOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  check_dtype(residual, DType::kBF16, "add_rms_norm residual");
+  check_dtype(x, DType::kBF16, "add_rms_norm x");
+  check_dtype(w, DType::kBF16, "add_rms_norm weight");
+  check_dtype(out, DType::kBF16, "add_rms_norm out");
+  const int64_t hidden = w.numel();
+  DRIFT_CHECK_EQ(residual.numel(), x.numel());
+  DRIFT_CHECK_EQ(out.numel(), x.numel());
+  DRIFT_CHECK_EQ(x.numel() % hidden, int64_t(0));
+  cuda::run(cuda::RmsNormParams{.x = bf16_ptr(x), .residual = bf16_mut(residual), .weight = bf16_ptr(w),
+                                .out = bf16_mut(out), .num_rows = x.numel() / hidden, .hidden = int32_t(hidden),
+                                .eps = eps},
+            stream_);
+}
+
+void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  check_dtype(x, DType::kBF16, "linear x");
+  check_dtype(w, DType::kBF16, "linear weight");
+  check_device(out, "linear out");
+  DRIFT_CHECK(out.dtype == DType::kBF16 || out.dtype == DType::kF32, "cuda linear writes BF16 or F32, got {}",
+              out.describe());
+  const int64_t n = w.size(0), k = w.size(1), m = x.numel() / k;
+  DRIFT_CHECK_EQ(x.size(-1), k);
+  DRIFT_CHECK_EQ(out.numel(), m * n);
+  if (bias.defined()) {
+    check_dtype(bias, DType::kBF16, "linear bias");
+    DRIFT_CHECK_EQ(bias.numel(), n);
+  }
+  cuda::run(cuda::GemmParams{.x = bf16_ptr(x), .w = bf16_ptr(w), .bias = bias.defined() ? bf16_ptr(bias) : nullptr,
+                             .out = out.data, .m = m, .n = n, .k = k, .out_f32 = out.dtype == DType::kF32,
+                             .allow_gemv = options_.small_batch_gemv, .lt = lt_.get()},
+            stream_);
+}
+
+void CudaOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) {
+  check_dtype(q, DType::kBF16, "rope q");
+  check_dtype(positions, DType::kI32, "rope positions");
+  check_dtype(p.cos_sin, DType::kF32, "rope table");
+  const int64_t num_tokens = positions.numel();
+  DRIFT_CHECK_EQ(q.ndim, 3);
+  DRIFT_CHECK_EQ(q.size(0), num_tokens);
+  DRIFT_CHECK_EQ(p.cos_sin.size(1), int64_t(p.rotary_dim));
+  DRIFT_CHECK(p.rotary_dim > 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= q.size(2), "rotary_dim {} for head_dim {}",
+              p.rotary_dim, q.size(2));
+  const int64_t q_packed = q.size(1) * q.size(2);
+  DRIFT_CHECK(p.q_row_stride == 0 || p.q_row_stride >= q_packed, "rope q row stride {} under a row of {}",
+              p.q_row_stride, q_packed);
+  int64_t k_stride = 0;
+  if (k.defined()) {
+    check_dtype(k, DType::kBF16, "rope k");
+    DRIFT_CHECK_EQ(k.ndim, 3);
+    DRIFT_CHECK_EQ(k.size(0), num_tokens);
+    DRIFT_CHECK_EQ(k.size(2), q.size(2));
+    const int64_t k_packed = k.size(1) * k.size(2);
+    DRIFT_CHECK(p.k_row_stride == 0 || p.k_row_stride >= k_packed, "rope k row stride {} under a row of {}",
+                p.k_row_stride, k_packed);
+    k_stride = p.k_row_stride > 0 ? p.k_row_stride : k_packed;
+  }
+  cuda::run(cuda::RotaryParams{.q = bf16_mut(q), .k = k.defined() ? bf16_mut(k) : nullptr,
+                               .positions = i32_ptr(positions), .cos_sin = p.cos_sin.data_as<float>(),
+                               .num_tokens = num_tokens, .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : q_packed,
+                               .k_row_stride = k_stride, .num_q_heads = int32_t(q.size(1)),
+                               .num_k_heads = k.defined() ? int32_t(k.size(1)) : 0, .head_dim = int32_t(q.size(2)),
+                               .rotary_dim = p.rotary_dim, .max_positions = int32_t(p.cos_sin.size(0)),
+                               .interleaved = p.interleaved},
+            stream_);
+}
+
+void CudaOps::silu_mul(const Tensor& gate_up, const Tensor& out) {
+  check_dtype(gate_up, DType::kBF16, "silu_mul gate_up");
+  check_dtype(out, DType::kBF16, "silu_mul out");
+  const int64_t ffn = out.size(-1);
+  DRIFT_CHECK_EQ(gate_up.size(-1), 2 * ffn);
+  DRIFT_CHECK_EQ(gate_up.numel(), 2 * out.numel());
+  cuda::run(cuda::SiluMulParams{.gate_up = bf16_ptr(gate_up), .out = bf16_mut(out), .num_rows = out.numel() / ffn,
+                                .ffn = ffn},
+            stream_);
+}
+
+void CudaOps::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  check_device(x, "gather_rows x");
+  check_dtype(rows, DType::kI32, "gather_rows rows");
+  DRIFT_CHECK(out.dtype == x.dtype, "cuda gather_rows: x {} and out {} differ", x.describe(), out.describe());
+  const int64_t row_elems = x.size(0) > 0 ? x.numel() / x.size(0) : 0;
+  DRIFT_CHECK_EQ(out.numel(), rows.numel() * row_elems);
+  cuda::run(cuda::GatherRowsParams{.src = x.data, .index = i32_ptr(rows), .out = out.data, .num_rows = rows.numel(),
+                                   .num_src_rows = x.size(0), .row_bytes = row_elems * int64_t(dtype_size(x.dtype))},
+            stream_);
+}
+
+void CudaOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_device(a, "add");
+  DRIFT_CHECK(a.dtype == DType::kBF16 || a.dtype == DType::kF32, "cuda add: {}", a.describe());
+  DRIFT_CHECK(b.dtype == a.dtype && out.dtype == a.dtype, "cuda add: {} + {} -> {}", a.describe(), b.describe(),
+              out.describe());
+  DRIFT_CHECK_EQ(a.numel(), b.numel());
+  DRIFT_CHECK_EQ(out.numel(), a.numel());
+  cuda::run(cuda::AddParams{.a = a.data, .b = b.data, .out = out.data, .n = a.numel(), .f32 = a.dtype == DType::kF32},
+            stream_);
+}
+
+void CudaOps::write_kv(const WriteKvParams& p) {
+  const Tensor &k = p.k, &v = p.v, &k_cache = p.k_cache, &v_cache = p.v_cache;
+  check_device(k, "write_kv k");
+  check_dtype(p.slot_mapping, DType::kI32, "write_kv slot_mapping");
+  DRIFT_CHECK(k_cache.dtype == k.dtype, "cuda write_kv: k {} into cache {}", k.describe(), k_cache.describe());
+  const int64_t num_tokens = p.slot_mapping.numel();
+  const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
+  const int64_t k_row_bytes = num_tokens > 0 ? int64_t(k.nbytes()) / num_tokens : 0;
+  const int64_t elem = int64_t(dtype_size(k.dtype));
+  const int64_t k_stride_bytes = p.k_row_stride > 0 ? p.k_row_stride * elem : k_row_bytes;
+  DRIFT_CHECK_EQ(k.size(0), num_tokens);
+  DRIFT_CHECK_EQ(int64_t(k_cache.nbytes()), num_slots * k_row_bytes);
+  DRIFT_CHECK_GE(k_stride_bytes, k_row_bytes);
+  int64_t v_row_bytes = 0, v_stride_bytes = 0;
+  if (v.defined()) {
+    DRIFT_CHECK(v_cache.dtype == v.dtype, "cuda write_kv: v {} into cache {}", v.describe(), v_cache.describe());
+    DRIFT_CHECK_EQ(v.size(0), num_tokens);
+    v_row_bytes = num_tokens > 0 ? int64_t(v.nbytes()) / num_tokens : 0;
+    v_stride_bytes = p.v_row_stride > 0 ? p.v_row_stride * int64_t(dtype_size(v.dtype)) : v_row_bytes;
+    DRIFT_CHECK_EQ(int64_t(v_cache.nbytes()), num_slots * v_row_bytes);
+    DRIFT_CHECK_GE(v_stride_bytes, v_row_bytes);
+  }
+  cuda::run(cuda::KvWriteParams{.k = k.data, .v = v.defined() ? v.data : nullptr,
+                                .slot_mapping = i32_ptr(p.slot_mapping), .k_cache = k_cache.data,
+                                .v_cache = v.defined() ? v_cache.data : nullptr, .num_tokens = num_tokens,
+                                .num_slots = num_slots, .k_row_bytes = k_row_bytes, .v_row_bytes = v_row_bytes,
+                                .k_stride_bytes = k_stride_bytes, .v_stride_bytes = v_stride_bytes},
+            stream_);
+}
+
+void CudaOps::paged_attention(const PagedAttentionParams& p) {
+  check_dtype(p.q, DType::kBF16, "paged_attention q");
+  check_dtype(p.k_cache, DType::kBF16, "paged_attention k_cache");
+  DRIFT_CHECK(p.v_cache.defined(), "cuda paged_attention: a shared K=V latent cache (MLA) is not on this backend yet");
+  check_dtype(p.v_cache, DType::kBF16, "paged_attention v_cache");
+  check_dtype(p.out, DType::kBF16, "paged_attention out");
+  check_dtype(p.block_tables, DType::kI32, "paged_attention block_tables");
+  check_dtype(p.query_start, DType::kI32, "paged_attention query_start");
+  check_dtype(p.context_lens, DType::kI32, "paged_attention context_lens");
+  const int32_t num_tokens = int32_t(p.q.size(0)), num_heads = int32_t(p.q.size(1)), head_dim = int32_t(p.q.size(2));
+  const int32_t num_seqs = int32_t(p.context_lens.numel());
+  const int32_t num_kv_heads = int32_t(p.k_cache.size(2)), block_size = int32_t(p.k_cache.size(1));
+  DRIFT_CHECK_EQ(p.k_cache.size(3), int64_t(head_dim));
+  DRIFT_CHECK_EQ(p.v_cache.size(3), int64_t(head_dim));  // head_dim_v != head_dim: not on this backend yet
+  DRIFT_CHECK_EQ(p.out.numel(), p.q.numel());
+  DRIFT_CHECK(p.q_row_stride == 0 || p.q_row_stride >= int64_t(num_heads) * head_dim,
+              "cuda paged_attention: q row stride {} under a row of {} heads x {}", p.q_row_stride, num_heads, head_dim);
+  DRIFT_CHECK_EQ(p.query_start.numel(), int64_t(num_seqs) + 1);
+  DRIFT_CHECK_EQ(p.block_tables.size(0), int64_t(num_seqs));
+  if (p.sinks.defined()) check_dtype(p.sinks, DType::kF32, "paged_attention sinks");
+  if (num_tokens == 0) return;
+
+  cuda::AttentionParams a{.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = bf16_ptr(p.v_cache),
+                          .out = bf16_mut(p.out), .block_tables = i32_ptr(p.block_tables),
+                          .query_start = i32_ptr(p.query_start), .context_lens = i32_ptr(p.context_lens),
+                          .sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr,
+                          .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : int64_t(num_heads) * head_dim,
+                          .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
+                          .num_kv_heads = num_kv_heads, .head_dim = head_dim, .block_size = block_size,
+                          .max_blocks_per_seq = int32_t(p.block_tables.size(1)), .num_splits = 1, .scale = p.scale,
+                          .sliding_window = p.sliding_window};
+  const bool decode_ok = cuda::decode_attention_supports(head_dim, num_heads, num_kv_heads);
+  const bool prefill_ok = cuda::prefill_attention_supports(head_dim, num_heads, num_kv_heads);
+  DRIFT_CHECK(decode_ok || prefill_ok, "cuda paged_attention: head_dim {} with {} heads over {} kv heads is not supported",
+              head_dim, num_heads, num_kv_heads);
+  // One new token per sequence (decode), or a shape only the per-token kernel covers: split-KV decoding.
+  if (decode_ok && (num_tokens == num_seqs || !prefill_ok)) {
+    // The split count whose waves of CTAs (`slots` resident at once) get through the longest possible
+    // context soonest, each CTA costing its keys plus one 64-key chunk of fixed work; ties go to fewer
+    // splits (less to merge). A whole number of waves matters: 512 CTAs on 396 slots (8B at 64
+    // sequences) run as two waves, the second a third full, where three splits run four full ones of a
+    // third of the keys. At least 32 keys per split, at most 64 splits, and no more partial results than
+    // the workspace holds. Only shapes decide: the launch stays capturable.
+    const int64_t ctas = int64_t(num_tokens) * num_kv_heads;
+    const int64_t slots = int64_t(num_sms_) * cuda::decode_attention_ctas_per_sm(head_dim, num_heads, num_kv_heads);
+    const int64_t max_keys = int64_t(a.max_blocks_per_seq) * block_size;
+    const int64_t per_split_floats = int64_t(num_tokens) * num_heads * (head_dim + 2);
+    int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, 64);
+    max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
+    int64_t splits = 1, best_cost = -1;
+    for (int64_t s = 1; s <= max_splits; ++s) {
+      const int64_t waves = (ctas * s + slots - 1) / slots;
+      const int64_t cost = waves * ((max_keys + s - 1) / s + 64);
+      if (best_cost < 0 || cost < best_cost) {
+        best_cost = cost;
+        splits = s;
+      }
+    }
+    a.num_splits = int32_t(splits);
+    if (a.num_splits > 1) {
+      a.partial_out = static_cast<float*>(attention_workspace_.get());
+      a.partial_lse = a.partial_out + int64_t(num_tokens) * num_heads * a.num_splits * head_dim;
+    }
+    cuda::run_decode_attention(a, stream_);
+    return;
+  }
+  cuda::run_prefill_attention(a, stream_);
+}
+
+void CudaOps::concat(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_device(a, "concat a");
+  check_device(b, "concat b");
+  DRIFT_CHECK(b.dtype == a.dtype && out.dtype == a.dtype, "cuda concat: {} and {} -> {}", a.describe(), b.describe(),
+              out.describe());
+  const int64_t rows = a.size(0);
+  DRIFT_CHECK_EQ(b.size(0), rows);
+  DRIFT_CHECK_EQ(out.numel(), a.numel() + b.numel());
+  if (rows == 0) return;
+  cuda::run(cuda::ConcatParams{.a = a.data, .b = b.data, .out = out.data, .num_rows = rows,
+                               .a_row_bytes = int64_t(a.nbytes()) / rows, .b_row_bytes = int64_t(b.nbytes()) / rows},
+            stream_);
+}
+
+void CudaOps::batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  check_dtype(x, DType::kBF16, "batched_linear x");
+  check_dtype(w, DType::kBF16, "batched_linear weight");
+  check_dtype(out, DType::kBF16, "batched_linear out");
+  const int64_t t = x.size(0), b = x.size(1), k = x.size(2), n = w.size(1);
+  DRIFT_CHECK_EQ(w.size(0), b);
+  DRIFT_CHECK_EQ(w.size(2), k);
+  DRIFT_CHECK_EQ(out.numel(), t * b * n);
+  cuda::run(cuda::BatchedGemmParams{.x = bf16_ptr(x), .w = bf16_ptr(w), .out = bf16_mut(out), .m = t, .n = n, .k = k,
+                                    .batch = int32_t(b), .lt = lt_.get()},
+            stream_);
+}
+
+void CudaOps::moe_route(const MoeRouteParams&) {
+  DRIFT_CHECK(false, "cuda moe_route is not implemented yet (MoE models run on the CPU backend for now)");
+}
+
+void CudaOps::moe_experts(const MoeExpertsParams&) {
+  DRIFT_CHECK(false, "cuda moe_experts is not implemented yet (MoE models run on the CPU backend for now)");
+}
+
+}  // namespace drift::backend

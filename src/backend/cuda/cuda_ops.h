@@ -1,0 +1,90 @@
+// CudaOps: the CUDA backend. Weights, activations and the KV cache are bf16, every op accumulates in
+// fp32 (contract 12), logits come out fp32. All work is queued on one stream the backend owns; ops never
+// allocate or synchronise (contract 11), so the runner may capture a step into a CUDA graph.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "backend/ops.h"
+#include "drift/status.h"
+
+namespace drift::backend {
+
+namespace cuda {
+class CublasLt;
+}
+
+struct CudaOptions {
+  int device = 0;
+  // Linears of at most 4 rows (decode) through the GEMV kernel instead of cuBLASLt.
+  bool small_batch_gemv = true;
+  size_t cublas_workspace_bytes = size_t(32) << 20;
+  // Split-KV partial results of decode attention; bounds the number of splits.
+  size_t attention_workspace_bytes = size_t(64) << 20;
+};
+
+// CUDA devices usable from this process: 0 without a driver or a GPU. Never aborts.
+int cuda_device_count();
+
+// The CUDA backend on options.device; an error Status when there is no such device.
+Expected<std::unique_ptr<Ops>> make_cuda_ops(const CudaOptions& options = {});
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(const CudaOptions& options);
+  ~CudaOps() override;
+
+  Device device() const override { return Device::kCuda; }
+  const char* name() const override { return "cuda"; }
+  DType compute_dtype() const override { return DType::kBF16; }
+
+  Buffer alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+  // Page-locked host memory (cudaHostAlloc).
+  Buffer alloc_host(DType dtype, std::initializer_list<int64_t> shape) override;
+  void copy_from_host(const Tensor& dst, const void* src) override;
+  // Returns once the bytes are on the host (it waits for the work queued before it).
+  void copy_to_host(void* dst, const Tensor& src) override;
+  void synchronize() override;
+  size_t free_memory_bytes() const override;
+
+  // CUDA graphs: stream capture of this backend's stream (thread-local mode), replayed on it.
+  bool supports_capture() const override { return true; }
+  void begin_capture() override;
+  std::unique_ptr<CapturedWork> end_capture() override;
+
+  void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+  void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
+  void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) override;
+  void silu_mul(const Tensor& gate_up, const Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  using Ops::write_kv;
+  void write_kv(const WriteKvParams& p) override;
+  void paged_attention(const PagedAttentionParams& p) override;
+  void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
+  // Not on this backend yet (the MoE issue): they abort with a message naming the op.
+  void moe_route(const MoeRouteParams& p) override;
+  void moe_experts(const MoeExpertsParams& p) override;
+
+  // The stream every op is queued on (for events and graph capture).
+  cudaStream_t stream() const { return stream_; }
+  int num_sms() const { return num_sms_; }
+  const CudaOptions& options() const { return options_; }
+  // Benchmarks compare the GEMV kernel with cuBLASLt on the same loaded model.
+  void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
+
+ private:
+  CudaOptions options_;
+  cudaStream_t stream_ = nullptr;
+  int num_sms_ = 0;
+  std::shared_ptr<void> cublas_workspace_, attention_workspace_;
+  std::unique_ptr<cuda::CublasLt> lt_;
+};
+
+}  // namespace drift::backend

@@ -1,0 +1,150 @@
+// The CUDA launchers: one plain parameter struct per kernel family, each field's shape in a comment, and
+// one run(const Params&, cudaStream_t) per launcher (contract 7). CudaOps (cuda_ops.cc) checks shapes and
+// dtypes and fills these; the .cu file of each op holds its kernels. Activations, weights and the KV
+// cache are bf16; every kernel accumulates in fp32 (contract 12). Launchers never allocate and never
+// synchronise, so a forward can be captured into a CUDA graph (contract 11).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace drift::backend::cuda {
+
+using bf16 = __nv_bfloat16;
+class CublasLt;
+
+// out[i] = src[index[i]], whole rows of bytes (embedding lookups and gather_rows). An index outside
+// [0, num_src_rows) yields a zero row.
+struct GatherRowsParams {
+  const void* src = nullptr;       // [num_src_rows, row_bytes]
+  const int32_t* index = nullptr;  // [num_rows]
+  void* out = nullptr;             // [num_rows, row_bytes]
+  int64_t num_rows = 0, num_src_rows = 0, row_bytes = 0;
+};
+void run(const GatherRowsParams& p, cudaStream_t stream);
+
+// out = x / rms(x) * weight per row; with `residual` set, residual += x first (stored in bf16) and the
+// rounded sum is what gets normalised, as the bf16 pre-norm transformer does.
+struct RmsNormParams {
+  const bf16* x = nullptr;       // [num_rows, hidden]
+  bf16* residual = nullptr;      // [num_rows, hidden] or null
+  const bf16* weight = nullptr;  // [hidden]
+  bf16* out = nullptr;           // [num_rows, hidden]; may alias x
+  int64_t num_rows = 0;
+  int32_t hidden = 0;
+  float eps = 1e-6f;
+};
+void run(const RmsNormParams& p, cudaStream_t stream);
+
+// Rotary embedding in place over the first rotary_dim features of each head.
+struct RotaryParams {
+  bf16* q = nullptr;                // [num_tokens, q_row_stride]: num_q_heads rows of head_dim at the front
+  bf16* k = nullptr;                // [num_tokens, k_row_stride]: num_k_heads rows of head_dim, or null
+  const int32_t* positions = nullptr;  // [num_tokens]
+  const float* cos_sin = nullptr;   // [max_positions, rotary_dim]: rotary_dim/2 cos, then rotary_dim/2 sin
+  int64_t num_tokens = 0;
+  int64_t q_row_stride = 0, k_row_stride = 0;  // elements between consecutive tokens' rows
+  int32_t num_q_heads = 0, num_k_heads = 0, head_dim = 0, rotary_dim = 0, max_positions = 0;
+  bool interleaved = false;         // pairs (2i, 2i+1); otherwise (i, i + rotary_dim/2)
+};
+void run(const RotaryParams& p, cudaStream_t stream);
+
+// out = silu(gate) * up.
+struct SiluMulParams {
+  const bf16* gate_up = nullptr;  // [num_rows, 2 * ffn]: gate then up
+  bf16* out = nullptr;            // [num_rows, ffn]
+  int64_t num_rows = 0, ffn = 0;
+};
+void run(const SiluMulParams& p, cudaStream_t stream);
+
+// out = a + b elementwise, bf16 or fp32.
+struct AddParams {
+  const void* a = nullptr;  // [n]
+  const void* b = nullptr;  // [n]
+  void* out = nullptr;      // [n]
+  int64_t n = 0;
+  bool f32 = false;         // element type: fp32, else bf16
+};
+void run(const AddParams& p, cudaStream_t stream);
+
+// Scatters each token's K and V rows into its cache slot (negative slot: skipped). Source rows may sit
+// inside wider rows (a fused q/k/v projection): they start k_stride_bytes / v_stride_bytes apart.
+struct KvWriteParams {
+  const void* k = nullptr;               // [num_tokens, k_stride_bytes], of which the first k_row_bytes are copied
+  const void* v = nullptr;               // [num_tokens, v_stride_bytes] or null
+  const int32_t* slot_mapping = nullptr;  // [num_tokens]
+  void* k_cache = nullptr;               // [num_slots, k_row_bytes]
+  void* v_cache = nullptr;               // [num_slots, v_row_bytes]
+  int64_t num_tokens = 0, num_slots = 0, k_row_bytes = 0, v_row_bytes = 0;
+  int64_t k_stride_bytes = 0, v_stride_bytes = 0;
+};
+void run(const KvWriteParams& p, cudaStream_t stream);
+
+// out = x @ w^T (+ bias): cuBLASLt, or a GEMV-like kernel when there are few rows (decode).
+struct GemmParams {
+  const bf16* x = nullptr;     // [m, k]
+  const bf16* w = nullptr;     // [n, k] (Hugging Face Linear layout)
+  const bf16* bias = nullptr;  // [n] or null
+  void* out = nullptr;         // [m, n], bf16, or fp32 when out_f32 (logits)
+  int64_t m = 0, n = 0, k = 0;
+  bool out_f32 = false;
+  bool allow_gemv = true;      // may take the small-m kernel instead of cuBLASLt
+  CublasLt* lt = nullptr;      // handle, workspace and plan cache
+};
+void run(const GemmParams& p, cudaStream_t stream);
+
+// out[:, i] = x[:, i] @ w[i]^T for each i < batch, one strided-batched cuBLASLt call.
+struct BatchedGemmParams {
+  const bf16* x = nullptr;  // [m, batch, k]
+  const bf16* w = nullptr;  // [batch, n, k]
+  bf16* out = nullptr;      // [m, batch, n]
+  int64_t m = 0, n = 0, k = 0;
+  int32_t batch = 0;
+  CublasLt* lt = nullptr;
+};
+void run(const BatchedGemmParams& p, cudaStream_t stream);
+
+// out[r] = [a[r], b[r]]: rows joined along the last dimension, as bytes.
+struct ConcatParams {
+  const void* a = nullptr;  // [num_rows, a_row_bytes]
+  const void* b = nullptr;  // [num_rows, b_row_bytes]
+  void* out = nullptr;      // [num_rows, a_row_bytes + b_row_bytes]
+  int64_t num_rows = 0, a_row_bytes = 0, b_row_bytes = 0;
+};
+void run(const ConcatParams& p, cudaStream_t stream);
+
+// Causal attention of new tokens over the paged KV cache (which already holds their K/V). A query row
+// at sequence position `pos` sees keys (pos - sliding_window, pos] (all of [0, pos] when the window is 0).
+struct AttentionParams {
+  const bf16* q = nullptr;             // [num_tokens, q_row_stride]: num_heads rows of head_dim at the front
+  const bf16* k_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
+  const bf16* v_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
+  bf16* out = nullptr;                 // [num_tokens, num_heads, head_dim]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const float* sinks = nullptr;        // [num_heads] or null: a logit per head that joins the softmax
+  float* partial_out = nullptr;        // [num_tokens, num_heads, num_splits, head_dim] split-KV scratch
+  float* partial_lse = nullptr;        // [num_tokens, num_heads, num_splits, 2] (max, sum) per split
+  int64_t q_row_stride = 0;            // elements between consecutive tokens' q rows
+  int32_t num_tokens = 0, num_seqs = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int32_t block_size = 0, max_blocks_per_seq = 0;
+  int32_t num_splits = 1;              // split-KV factor of the decode kernel
+  float scale = 1.0f;
+  int32_t sliding_window = 0;
+};
+// Tensor-core flash attention over query tiles of every sequence in one launch (prefill, chunked
+// prefill, prefix hits, mixed batches). Needs head_dim % 8 == 0 and head_dim <= 128.
+void run_prefill_attention(const AttentionParams& p, cudaStream_t stream);
+bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+// One query token per CTA and kv head (all heads of its group share each K/V read), the keys split into
+// num_splits parts merged by a second kernel (flash decoding). Any number of new tokens per sequence;
+// head_dim % 8 == 0 and head_dim <= 256.
+void run_decode_attention(const AttentionParams& p, cudaStream_t stream);
+bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+// CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
+int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+
+}  // namespace drift::backend::cuda

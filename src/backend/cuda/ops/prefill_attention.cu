@@ -1,0 +1,255 @@
+// Prefill attention: flash attention with bf16 tensor-core products (mma.sync m16n8k16) and an online
+// softmax in fp32, over the paged KV cache, for every sequence of a step in one launch.
+//
+// A CTA takes one kv head and a tile of 64 query rows; the rows are (token, head) pairs of the heads
+// that share the kv head (GQA), so each K/V tile is read once for the whole group. Key tiles of 64 are
+// gathered from the block table with cp.async into a double-buffered shared-memory ring. The CTA finds
+// its sequence and tile from query_start on the device: the host never reads sequence lengths, so the
+// launch is capturable (contract 11). Keys before a sequence's new tokens (chunked prefill, prefix hits)
+// come from the cache like any others.
+#include <cmath>
+
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/mma.cuh"
+#include "backend/cuda/ops/launch.h"
+#include "backend/cuda/runtime/check.h"
+
+namespace drift::backend::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBlockM = 16 * kWarps;  // query rows per CTA, 16 per warp
+constexpr int kBlockN = 64;           // keys per iteration
+constexpr float kLog2e = 1.4426950408889634f;
+
+// kDim: head_dim rounded up to 32, 64 or 128 (the padding reads as zeros).
+template <int kDim>
+struct PrefillSmem {
+  static constexpr int kStride = kDim + 8;  // 16 bytes of padding per row spread ldmatrix rows over the banks
+  bf16 q[kBlockM][kStride];
+  bf16 k[2][kBlockN][kStride];
+  bf16 v[2][kBlockN][kStride];
+};
+
+// grid: (ceil(num_tokens / tokens_per_tile) + num_seqs, num_kv_heads); block: 128 threads.
+template <int kDim>
+__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  auto& sm = *reinterpret_cast<PrefillSmem<kDim>*>(smem_raw);
+  constexpr int kChunksPerRow = kDim / 8;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int tokens_per_tile = kBlockM / group;
+
+  // This CTA's sequence and tile; a sequence's last tiles (the most keys) come first.
+  int seq = -1, tile = 0;
+  for (int s = 0, remaining = int(blockIdx.x); s < p.num_seqs; ++s) {
+    const int tiles = (p.query_start[s + 1] - p.query_start[s] + tokens_per_tile - 1) / tokens_per_tile;
+    if (remaining < tiles) {
+      seq = s;
+      tile = tiles - 1 - remaining;
+      break;
+    }
+    remaining -= tiles;
+  }
+  if (seq < 0) return;
+
+  const int q_begin = p.query_start[seq], q_end = p.query_start[seq + 1];
+  const int tok0 = q_begin + tile * tokens_per_tile;
+  const int tile_tokens = min(tokens_per_tile, q_end - tok0);
+  const int pos0 = p.context_lens[seq] - (q_end - q_begin) + (tok0 - q_begin);  // position of token tok0
+  const int key_end = pos0 + tile_tokens;                                        // keys [.., key_end)
+  // The first key any row of the tile sees; blocks before it may already be released (-1) by a window.
+  const int key_first = p.sliding_window > 0 ? max(0, pos0 - p.sliding_window + 1) : 0;
+  const int key_begin = key_first / kBlockN * kBlockN;
+  const int num_kv_tiles = key_end > key_begin ? (key_end - key_begin + kBlockN - 1) / kBlockN : 0;
+  const int32_t* table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
+
+  // Query tile: row r is token tok0 + r / group, head kv_head * group + r % group.
+  for (int idx = tid; idx < kBlockM * kChunksPerRow; idx += kThreads) {
+    const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+    const int t = r / group;
+    const bool valid = t < tile_tokens && c * 8 < p.head_dim;
+    const int64_t offset =
+        valid ? int64_t(tok0 + t) * p.q_row_stride + int64_t(kv_head * group + r % group) * p.head_dim + c * 8 : 0;
+    cp_async16(&sm.q[r][c * 8], p.q + offset, valid);
+  }
+  auto load_kv = [&](int stage, int key0) {
+    for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += kThreads) {
+      const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+      const int key = key0 + r;
+      const int32_t block = key >= key_first && key < key_end ? table[key / p.block_size] : -1;
+      const bool valid = block >= 0 && c * 8 < p.head_dim;
+      int64_t offset = 0;
+      if (valid) offset = ((int64_t(block) * p.block_size + key % p.block_size) * p.num_kv_heads + kv_head) * p.head_dim + c * 8;
+      cp_async16(&sm.k[stage][r][c * 8], p.k_cache + offset, valid);
+      cp_async16(&sm.v[stage][r][c * 8], p.v_cache + offset, valid);
+    }
+    cp_async_commit();
+  };
+  if (num_kv_tiles > 0) load_kv(0, key_begin);
+  cp_async_commit();
+
+  // The two rows this thread holds in the mma layouts: g and g + 8 of the warp's 16.
+  int qpos[2], qlo[2], head[2];
+  bool row_valid[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = warp * 16 + lane / 4 + i * 8;
+    const int t = r / group;
+    row_valid[i] = t < tile_tokens;
+    head[i] = kv_head * group + r % group;
+    qpos[i] = row_valid[i] ? pos0 + t : -1;  // an invalid row masks every key
+    qlo[i] = p.sliding_window > 0 ? qpos[i] - p.sliding_window + 1 : 0;
+  }
+
+  float o[kDim / 8][4];
+#pragma unroll
+  for (int j = 0; j < kDim / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  if (p.sinks != nullptr) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      row_max[i] = p.sinks[head[i]] * kLog2e;
+      row_sum[i] = lane % 4 == 0 ? 1.0f : 0.0f;  // exp2(sink - max), counted once per quad
+    }
+  }
+  const float scale_log2 = p.scale * kLog2e;
+  uint32_t qa[kDim / 16][4];
+
+  for (int it = 0; it < num_kv_tiles; ++it) {
+    cp_async_wait<0>();
+    __syncthreads();
+    if (it == 0) {
+#pragma unroll
+      for (int ks = 0; ks < kDim / 16; ++ks) ldmatrix_x4(qa[ks], &sm.q[warp * 16 + lane % 16][ks * 16 + (lane / 16) * 8]);
+    }
+    if (it + 1 < num_kv_tiles) load_kv((it + 1) & 1, key_begin + (it + 1) * kBlockN);
+    const int stage = it & 1;
+    const int key0 = key_begin + it * kBlockN;
+
+    // S = Q K^T over this key tile.
+    float s[kBlockN / 8][4];
+#pragma unroll
+    for (int j = 0; j < kBlockN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kDim / 16; ++ks) {
+#pragma unroll
+      for (int np = 0; np < kBlockN / 16; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4(b, &sm.k[stage][np * 16 + lane % 8 + (lane / 16) * 8][ks * 16 + ((lane / 8) % 2) * 8]);
+        mma_bf16_16816(s[2 * np], qa[ks], b[0], b[1]);
+        mma_bf16_16816(s[2 * np + 1], qa[ks], b[2], b[3]);
+      }
+    }
+
+    // Scale into log2 units, mask, and update the running max and sum of each row.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = row_max[i];
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int key = key0 + j * 8 + (lane % 4) * 2 + c;
+          float v = s[j][2 * i + c] * scale_log2;
+          if (key > qpos[i] || key < qlo[i]) v = -INFINITY;
+          s[j][2 * i + c] = v;
+          mx = fmaxf(mx, v);
+        }
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = mx == -INFINITY ? 0.0f : mx;
+      const float alpha = exp2f(row_max[i] - base);
+      row_max[i] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const float e = exp2f(s[j][2 * i + c] - base);
+          s[j][2 * i + c] = e;
+          sum += e;
+        }
+      }
+      row_sum[i] = row_sum[i] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < kDim / 8; ++j) {
+        o[j][2 * i] *= alpha;
+        o[j][2 * i + 1] *= alpha;
+      }
+    }
+
+    // O += P V, P taken from the score accumulators in bf16.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < kDim / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, &sm.v[stage][kk * 16 + lane % 8 + ((lane / 8) % 2) * 8][dp * 16 + (lane / 16) * 8]);
+        mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
+        mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = row_sum[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (!row_valid[i]) continue;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const int t = (warp * 16 + lane / 4 + i * 8) / group;
+    bf16* out = p.out + (int64_t(tok0 + t) * p.num_heads + head[i]) * p.head_dim;
+#pragma unroll
+    for (int j = 0; j < kDim / 8; ++j) {
+      const int col = j * 8 + (lane % 4) * 2;
+      if (col < p.head_dim)
+        *reinterpret_cast<__nv_bfloat162*>(out + col) = __floats2bfloat162_rn(o[j][2 * i] * inv, o[j][2 * i + 1] * inv);
+    }
+  }
+}
+
+template <int kDim>
+void launch(const AttentionParams& p, cudaStream_t stream) {
+  constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
+  static const bool configured = [] {
+    DRIFT_CUDA_CHECK(
+        cudaFuncSetAttribute(prefill_attention_kernel<kDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    return true;
+  }();
+  (void)configured;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int tokens_per_tile = kBlockM / group;
+  const dim3 grid(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));
+  prefill_attention_kernel<kDim><<<grid, kThreads, kSmem, stream>>>(p);
+}
+
+}  // namespace
+
+bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
+  return head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
+         num_heads / num_kv_heads <= kBlockM;
+}
+
+void run_prefill_attention(const AttentionParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  if (p.head_dim <= 32)
+    launch<32>(p, stream);
+  else if (p.head_dim <= 64)
+    launch<64>(p, stream);
+  else
+    launch<128>(p, stream);
+  DRIFT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace drift::backend::cuda

@@ -1,0 +1,103 @@
+// rms_norm and add_rms_norm: one warp per row for short rows (per-head q/k norms), one 256-thread block
+// per row for hidden-size rows. Two passes over the row: sum of squares, then scale; the second pass
+// reads what the same thread read in the first, so `out` may alias `x`.
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/ops/launch.h"
+#include "backend/cuda/runtime/check.h"
+
+namespace drift::backend::cuda {
+
+namespace {
+
+constexpr int kBlockThreads = 256;
+
+template <int kVec>
+__device__ __forceinline__ void load_vec(const bf16* p, float (&v)[kVec]) {
+  if constexpr (kVec == 8) {
+    bf16x8_to_float(load16(p), v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v[j] = __bfloat162float(p[j]);
+  }
+}
+
+template <int kVec>
+__device__ __forceinline__ void store_vec(bf16* p, const float (&v)[kVec]) {
+  if constexpr (kVec == 8) {
+    store16(p, float_to_bf16x8(v));
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) p[j] = __float2bfloat16(v[j]);
+  }
+}
+
+// grid: ceil(num_rows / rows_per_block); block: 256 threads, kThreadsPerRow of them per row.
+template <int kThreadsPerRow, int kVec>
+__global__ void __launch_bounds__(kBlockThreads) rms_norm_kernel(RmsNormParams p) {
+  constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
+  __shared__ float scratch[32];
+  const int sub = threadIdx.x % kThreadsPerRow;
+  const int64_t row = int64_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
+  const bool active = row < p.num_rows;
+  const bf16* x = p.x + row * p.hidden;
+  bf16* res = p.residual != nullptr ? p.residual + row * p.hidden : nullptr;
+
+  float sum_sq = 0.0f;
+  if (active) {
+    for (int i = sub * kVec; i < p.hidden; i += kThreadsPerRow * kVec) {
+      float v[kVec];
+      load_vec<kVec>(x + i, v);
+      if (res != nullptr) {
+        float r[kVec];
+        load_vec<kVec>(res + i, r);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) v[j] = __bfloat162float(__float2bfloat16(r[j] + v[j]));
+        store_vec<kVec>(res + i, v);
+      }
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) sum_sq += v[j] * v[j];
+    }
+  }
+  float total;
+  if constexpr (kThreadsPerRow <= 32) {
+    total = group_sum<kThreadsPerRow>(sum_sq);
+  } else {
+    total = block_sum(sum_sq, scratch);
+  }
+  if (!active) return;
+  const float inv = rsqrtf(total / float(p.hidden) + p.eps);
+  const bf16* src = res != nullptr ? res : x;
+  bf16* out = p.out + row * p.hidden;
+  for (int i = sub * kVec; i < p.hidden; i += kThreadsPerRow * kVec) {
+    float v[kVec], w[kVec];
+    load_vec<kVec>(src + i, v);
+    load_vec<kVec>(p.weight + i, w);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v[j] = v[j] * inv * w[j];
+    store_vec<kVec>(out + i, v);
+  }
+}
+
+template <int kThreadsPerRow, int kVec>
+void launch(const RmsNormParams& p, cudaStream_t stream) {
+  constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
+  rms_norm_kernel<kThreadsPerRow, kVec><<<unsigned(ceil_div(p.num_rows, kRowsPerBlock)), kBlockThreads, 0, stream>>>(p);
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+void run(const RmsNormParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return;
+  const bool vec = p.hidden % 8 == 0 && aligned16(p.x) && aligned16(p.out) && aligned16(p.weight) &&
+                   (p.residual == nullptr || aligned16(p.residual));
+  const bool short_rows = p.hidden <= 1024;
+  if (short_rows && vec) launch<32, 8>(p, stream);
+  else if (short_rows) launch<32, 1>(p, stream);
+  else if (vec) launch<kBlockThreads, 8>(p, stream);
+  else launch<kBlockThreads, 1>(p, stream);
+  DRIFT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace drift::backend::cuda

@@ -1,0 +1,53 @@
+#include "core/kv/kv_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace drift::core {
+
+const char* kv_kind_name(KvKind kind) {
+  switch (kind) {
+    case KvKind::kGqa: return "gqa";
+    case KvKind::kMlaLatent: return "mla_latent";
+    case KvKind::kIndexer: return "indexer";
+  }
+  return "?";
+}
+
+int64_t KvSpec::bytes_per_token_per_layer() const {
+  int64_t elems = kind == KvKind::kGqa ? int64_t{2} * kv_heads * head_dim : int64_t{latent_dim};
+  return elems * static_cast<int64_t>(dtype_size(dtype));
+}
+
+int64_t KvSpec::bytes_per_block(int32_t block_size) const {
+  return bytes_per_token_per_layer() * num_layers * block_size;
+}
+
+Status KvSpec::validate() const {
+  auto bad = [&](const char* field, int64_t value) {
+    return invalid_argument(fmt::format("KV group '{}' ({}): {} must be positive, got {}", name, kv_kind_name(kind), field, value));
+  };
+  if (kind == KvKind::kGqa) {
+    if (kv_heads <= 0) return bad("kv_heads", kv_heads);
+    if (head_dim <= 0) return bad("head_dim", head_dim);
+  } else if (latent_dim <= 0) {
+    return bad("latent_dim", latent_dim);
+  }
+  if (num_layers <= 0) return bad("num_layers", num_layers);
+  if (sliding_window < 0) {
+    return invalid_argument(fmt::format("KV group '{}': sliding_window must be >= 0 (0 = full), got {}", name, sliding_window));
+  }
+  return Status::Ok();
+}
+
+int32_t num_blocks_for_budget(int64_t budget_bytes, std::span<const KvSpec> specs, int32_t block_size) {
+  int64_t bytes_per_block = 0;
+  for (const KvSpec& spec : specs) bytes_per_block += spec.bytes_per_block(block_size);
+  if (bytes_per_block <= 0 || budget_bytes <= 0) return 0;
+  int64_t n = budget_bytes / bytes_per_block;
+  return static_cast<int32_t>(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
+}
+
+}  // namespace drift::core

@@ -1,0 +1,57 @@
+// KvSpec: what one KV block holds for one layer group, and how many blocks a memory budget buys.
+// The core only counts bytes; the attention layers decide the layout inside a block (contract 3).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/dtype.h"
+#include "drift/status.h"
+
+namespace drift::core {
+
+enum class KvKind : uint8_t {
+  kGqa,        // separate K and V: [block_size, kv_heads, head_dim] each
+  kMlaLatent,  // one shared K=V latent per token: [block_size, latent_dim] (DeepSeek: 512 + 64 rope)
+  kIndexer,    // sparse-attention indexer keys: [block_size, latent_dim]
+};
+
+// One layer group: layers that share a block table. Groups differ by kind or by window, e.g. GPT-OSS has
+// a full-attention group and a sliding-window group, DeepSeek-V3.2 an MLA group and an indexer group.
+struct KvSpec {
+  std::string name;              // "full", "sliding", "mla", "indexer": appears in error messages
+  KvKind kind = KvKind::kGqa;
+  int32_t kv_heads = 0;          // kGqa
+  int32_t head_dim = 0;          // kGqa: per head, the same for K and V
+  int32_t latent_dim = 0;        // kMlaLatent, kIndexer: elements per token
+  DType dtype = DType::kBF16;    // KV element type (contract 12: a config field, never implied by weights)
+  int32_t num_layers = 1;
+  int32_t sliding_window = 0;    // tokens a query sees, itself included; 0 = full attention
+
+  // GQA: 2 * kv_heads * head_dim elements; latent kinds: latent_dim elements.
+  int64_t bytes_per_token_per_layer() const;
+  int64_t bytes_per_block(int32_t block_size) const;  // all layers of the group
+  // Names the field that is out of range.
+  Status validate() const;
+};
+
+const char* kv_kind_name(KvKind kind);
+
+// Blocks per pool that fit `budget_bytes` when every group gets the same number of blocks (one block id
+// means one block in each group's pool). 0 when not even one block fits, or when `specs` is empty.
+int32_t num_blocks_for_budget(int64_t budget_bytes, std::span<const KvSpec> specs, int32_t block_size);
+
+}  // namespace drift::core
+
+namespace drift::core {
+
+// Logical blocks below the returned index hold only tokens that no query at position >= `num_computed`
+// can see through a window of `window` tokens, so a sliding-window group may free them. Conservative by
+// one token, so it holds whether a window counts the query itself or not. 0 for full attention.
+inline int32_t first_block_in_window(int32_t num_computed, int32_t window, int32_t block_size) {
+  if (window <= 0 || num_computed <= window) return 0;
+  return (num_computed - window) / block_size;
+}
+
+}  // namespace drift::core

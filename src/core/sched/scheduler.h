@@ -1,0 +1,144 @@
+// Scheduler: turns waiting and running requests into one BatchPlan per step under a token budget, with
+// chunked prefill, prefix reuse, explicit admission and preemption by recompute.
+//
+// One step, as the engine loop drives it:
+//   BatchPlan plan = sched.plan();   // reads the pools, changes nothing
+//   sched.commit(plan);              // allocations, prefix hits, evictions, preemptions, frees
+//   runner.run(plan);                // block tables are final now
+//   sched.on_step_done(plan);        // num_computed += num_new; publishes full blocks to the prefix cache
+//   for each sampled seq: sched.append_token(id, tok), and sched.finish(id, reason) when it is done
+// add() and abort() may be called at any time; finish(), append_token() and rollback() between
+// on_step_done() and the next plan(). Not thread-safe: one engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/kv/block_pool.h"
+#include "core/prefix/prefix_cache.h"
+#include "core/request/sequence.h"
+#include "core/sched/batch_plan.h"
+#include "core/sched/scheduler_config.h"
+#include "drift/status.h"
+
+namespace drift::core {
+
+struct SchedulerMetrics {
+  int64_t steps = 0;              // commits
+  int64_t admitted = 0;           // admissions, resumptions after preemption included
+  int64_t preemptions = 0;
+  int64_t recomputed_tokens = 0;  // KV thrown away by preemption, to be computed again
+  int64_t kv_shortfalls = 0;      // a running request found no KV; always 0 in guaranteed mode
+  int64_t finished = 0;           // by finish()
+  int64_t aborted = 0;
+  int64_t rejected = 0;           // add() refused
+};
+
+class Scheduler {
+ public:
+  static Expected<std::unique_ptr<Scheduler>> create(const SchedulerConfig& config, const KvConfig& kv);
+  // The configs must be valid (checked): create() is the way in for user-supplied values.
+  Scheduler(const SchedulerConfig& config, const KvConfig& kv);
+
+  // Queues a request: seq_id, tokens (the prompt), max_tokens, priority and cache_namespace are read;
+  // everything else is reset. Refuses at once a request that can never run: a prompt too long for
+  // max_model_len (or, without chunked prefill, for the token budget), or one whose prompt + max_tokens
+  // needs more KV blocks than a pool has.
+  Status add(Sequence seq);
+  // Cancels a request in any state. It stops being scheduled now; its blocks are freed by the next commit,
+  // whose plan lists it in finished_aborted.
+  Status abort(SeqId id);
+
+  BatchPlan plan() const;
+  void commit(const BatchPlan& plan);
+  void on_step_done(const BatchPlan& plan);
+
+  // Appends a sampled (or draft) token. The request must be running and below its length limit,
+  // min(prompt + max_tokens, max_model_len) tokens.
+  void append_token(SeqId id, int32_t token);
+  // Ends a request: kStop or kLength. Its blocks are freed by the next commit.
+  Status finish(SeqId id, FinishReason reason);
+  // Appends a drafter's proposals. They are scheduled like any token, but a block holding one is not
+  // published until rollback() says which were accepted.
+  void append_draft_tokens(SeqId id, std::span<const int32_t> drafts);
+  // Speculative rollback: truncates tokens to new_num_tokens (only drafts may go), keeps the KV of
+  // tokens[0, new_num_computed) (not below the computed verified tokens) and frees the whole blocks past
+  // it. The drafts that remain count as accepted.
+  Status rollback(SeqId id, int32_t new_num_computed, int32_t new_num_tokens);
+
+  const Sequence* find(SeqId id) const;
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_sequences() const { return static_cast<int32_t>(seqs_.size()); }  // not yet freed by a commit
+  int32_t num_groups() const { return static_cast<int32_t>(pools_.size()); }
+  const BlockPool& pool(int32_t group) const { return pools_[group]; }
+  const PrefixCache& prefix_cache() const { return prefix_; }
+  const SchedulerMetrics& metrics() const { return metrics_; }
+  const SchedulerConfig& config() const { return config_; }
+  const KvConfig& kv_config() const { return kv_; }
+  // Why `tokens` would or would not hit the prefix cache.
+  PrefixExplanation explain_prefix(std::span<const int32_t> tokens, std::string_view cache_namespace) const {
+    return prefix_.explain(tokens, cache_namespace);
+  }
+  // Length limit of a request: min(prompt + max_tokens, max_model_len) tokens.
+  int32_t max_length(const Sequence& seq) const;
+
+  // Every refcount equals the number of block-table entries naming the block; waiting requests hold no
+  // blocks; guaranteed reservations are covered by free blocks; the pools and the prefix cache are sound.
+  // O(total blocks): for tests.
+  Status check_invariants() const;
+
+ private:
+  class Planner;
+
+  // Waiting order: priority, then preempted before new, then policy, then arrival.
+  struct WaitOrder {
+    SchedulePolicy policy;
+    bool operator()(const Sequence* a, const Sequence* b) const;
+  };
+  // Aging order: longest waiting first.
+  struct AgeOrder {
+    bool operator()(const Sequence* a, const Sequence* b) const;
+  };
+
+  int32_t reserved_blocks(const Sequence& seq) const;
+  void enqueue_waiting(Sequence& seq);
+  void dequeue_waiting(Sequence& seq);
+  // Frees every block of seq, deepest first so a shared prefix's root outlives its leaves in the LRU.
+  void release_blocks(Sequence& seq);
+  void free_block(int32_t group, int32_t block);
+  int32_t allocate_block(int32_t group);
+  void apply_admission(const BatchPlan::Admission& admission);
+  // Frees window-dropped and surplus blocks of a scheduled request, then allocates up to its new length.
+  void resize_tables(Sequence& seq, int32_t num_computed, int32_t num_new);
+  Sequence* find_mutable(SeqId id);
+
+  SchedulerConfig config_;
+  KvConfig kv_;
+  std::vector<BlockPool> pools_;  // [num_groups]
+  std::vector<int32_t> windows_;  // [num_groups] sliding window, 0 = full
+  bool has_window_;               // some group has a sliding window
+  PrefixCache prefix_;
+
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // every request not yet freed by a commit
+  std::vector<Sequence*> running_;                  // in admission order
+  std::set<Sequence*, WaitOrder> waiting_;          // waiting and preempted
+  std::set<Sequence*, AgeOrder> waiting_by_age_;    // the same requests, longest waiting first
+  std::vector<Sequence*> releasing_;                // finished or aborted, freed by the next commit
+
+  int64_t outstanding_blocks_ = 0;  // guaranteed: reserved but not yet allocated, the same in every group
+  int64_t next_arrival_ = 0;
+  int64_t next_admitted_order_ = 0;
+  int64_t step_ = 0;
+  uint64_t version_ = 1;            // bumped by every change a plan depends on
+  uint64_t committed_version_ = 0;  // version of the latest committed plan
+  bool step_open_ = false;          // committed, on_step_done() not called yet
+  SchedulerMetrics metrics_;
+};
+
+}  // namespace drift::core

@@ -1,0 +1,132 @@
+// Scheduler::commit() and on_step_done(): the one place a plan's frees, preemptions, prefix hits and
+// allocations reach the pools (contract 2), and the hook that records what a step computed.
+#include <algorithm>
+
+#include "base/check.h"
+#include "core/sched/scheduler.h"
+
+namespace drift::core {
+namespace {
+
+int32_t div_ceil(int64_t a, int32_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
+}  // namespace
+
+void Scheduler::commit(const BatchPlan& plan) {
+  DRIFT_CHECK_EQ(plan.version, version_);  // the state changed since plan(): the plan is stale
+  DRIFT_CHECK(!step_open_, "commit() before on_step_done() of the previous step");
+
+  for (Sequence* seq : plan.released) {
+    if (seq->status == SeqStatus::kWaiting || seq->status == SeqStatus::kPreempted) dequeue_waiting(*seq);
+    release_blocks(*seq);
+    if (seq->abort_requested) {
+      seq->finish_reason = FinishReason::kAbort;
+      ++metrics_.aborted;
+    } else {
+      ++metrics_.finished;
+    }
+    seq->status = SeqStatus::kFinished;
+  }
+  releasing_.erase(releasing_.begin(), releasing_.begin() + static_cast<ptrdiff_t>(plan.released.size()));
+
+  for (SeqId id : plan.preempted) {
+    Sequence& seq = *find_mutable(id);
+    ++metrics_.preemptions;
+    metrics_.recomputed_tokens += seq.num_computed;
+    release_blocks(seq);
+    seq.num_computed = 0;
+    seq.num_cached_tokens = 0;
+    seq.status = SeqStatus::kPreempted;
+    ++seq.num_preemptions;
+    seq.waiting_since_step = step_;
+    if (config_.enable_prefix_cache) prefix_.hash_blocks(seq);  // its outputs may have filled more blocks
+    enqueue_waiting(seq);
+  }
+  std::erase_if(running_, [](const Sequence* seq) { return seq->status != SeqStatus::kRunning; });
+  for (Sequence* seq : plan.released) seqs_.erase(seq->seq_id);
+
+  // Every prefix hit takes its blocks before any allocation, so no allocation can evict a block a hit uses.
+  for (const BatchPlan::Admission& admission : plan.admitted) apply_admission(admission);
+  for (int32_t i : plan.table_changes) {
+    const ScheduledSeq& scheduled = plan.seqs[i];
+    resize_tables(*scheduled.seq, scheduled.num_computed, scheduled.num_new);
+  }
+
+  metrics_.kv_shortfalls += plan.num_kv_shortfalls;
+  ++metrics_.steps;
+  ++step_;
+  committed_version_ = plan.version;
+  ++version_;
+  step_open_ = !plan.empty();
+}
+
+void Scheduler::apply_admission(const BatchPlan::Admission& admission) {
+  Sequence& seq = *admission.seq;
+  dequeue_waiting(seq);
+  seq.status = SeqStatus::kRunning;
+  seq.admitted_order = next_admitted_order_++;
+  running_.push_back(&seq);
+  ++metrics_.admitted;
+
+  auto k = static_cast<int32_t>(admission.hit_entries.size());
+  int32_t c = k * kv_.block_size;
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    std::vector<int32_t>& table = seq.block_tables[g];
+    table.assign(k, kNoBlock);
+    for (int32_t j = first_block_in_window(c, windows_[g], kv_.block_size); j < k; ++j) {
+      int32_t block = prefix_.entry_block(admission.hit_entries[j], g);
+      DRIFT_CHECK_NE(block, kNoBlock);
+      pools_[g].incref(block);
+      table[j] = block;
+    }
+  }
+  seq.block_entries.clear();
+  for (int32_t entry : admission.hit_entries) seq.block_entries.push_back(prefix_.entry_id(entry));
+  seq.num_computed = c;
+  seq.num_cached_tokens = c;
+  if (config_.enable_prefix_cache) prefix_.record_query(seq.num_tokens(), c);
+  if (config_.admission == AdmissionPolicy::kGuaranteed) {
+    seq.num_reserved_blocks = reserved_blocks(seq);
+    outstanding_blocks_ += seq.num_reserved_blocks - k;
+  }
+}
+
+void Scheduler::resize_tables(Sequence& seq, int32_t num_computed, int32_t num_new) {
+  DRIFT_CHECK_EQ(seq.num_computed, num_computed);
+  int32_t size = seq.num_logical_blocks();
+  int32_t target = div_ceil(num_computed + num_new, kv_.block_size);
+  DRIFT_CHECK_GE(target, size);  // rollback() already freed what lies past the KV
+  if (has_window_) {
+    for (int32_t g = 0; g < num_groups(); ++g) {
+      std::vector<int32_t>& table = seq.block_tables[g];
+      int32_t first = std::min(first_block_in_window(num_computed, windows_[g], kv_.block_size), size);
+      for (int32_t i = first - 1; i >= 0 && table[i] != kNoBlock; --i) {
+        free_block(g, table[i]);
+        table[i] = kNoBlock;
+      }
+    }
+  }
+  if (target == size) return;
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    std::vector<int32_t>& table = seq.block_tables[g];
+    while (static_cast<int32_t>(table.size()) < target) table.push_back(allocate_block(g));
+  }
+  if (seq.num_reserved_blocks > 0) outstanding_blocks_ -= target - size;
+}
+
+void Scheduler::on_step_done(const BatchPlan& plan) {
+  if (plan.empty()) return;
+  DRIFT_CHECK(step_open_ && plan.version == committed_version_, "on_step_done() needs the latest committed plan");
+  for (const ScheduledSeq& scheduled : plan.seqs) {
+    Sequence& seq = *scheduled.seq;
+    DRIFT_CHECK_EQ(seq.num_computed, scheduled.num_computed);
+    seq.num_computed += scheduled.num_new;
+    // Most decode steps fill no block: skip the call.
+    bool fills_block = seq.num_computed / kv_.block_size > static_cast<int32_t>(seq.block_entries.size());
+    if (config_.enable_prefix_cache && fills_block) prefix_.publish(seq);
+  }
+  step_open_ = false;
+  ++version_;
+}
+
+}  // namespace drift::core

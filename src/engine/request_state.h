@@ -1,0 +1,32 @@
+// What the engine keeps for one request beside its Sequence: the caller's callback, streaming state
+// (incremental detokenizer, stop-string matcher) and timings.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "drift/engine.h"
+#include "engine/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace drift::engine {
+
+using Clock = std::chrono::steady_clock;
+
+struct RequestState {
+  Request request;
+  OutputCallback on_output;
+  int64_t seq_id = 0;
+  uint64_t seed = 0;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> output_tokens;
+  std::unique_ptr<tokenizer::StreamDecoder> decoder;
+  std::unique_ptr<StopMatcher> stop_matcher;
+  int32_t max_tokens = 0;  // after clamping to the session length
+  int32_t num_cached_tokens = 0;
+  Clock::time_point submitted, first_scheduled, first_token, last_token;
+  bool scheduled = false;
+};
+
+}  // namespace drift::engine

@@ -1,0 +1,193 @@
+#include "model/layers/mla_attention.h"
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace drift::model {
+
+namespace {
+
+// q_a_layernorm and kv_a_layernorm keep DeepSeek's RMSNorm default rather than rms_norm_eps: both the
+// reference code and transformers build them without passing the config's eps.
+constexpr double kLatentNormEps = 1e-6;
+
+double yarn_mscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
+
+int64_t numel(const backend::Buffer& b) { return b.view.defined() ? b.view.numel() : 0; }
+int64_t numel(const Linear& l) { return numel(l.weight) + numel(l.bias); }
+
+// Rows of a per-head matrix [heads * (a + b), cols] split into [heads * a, cols] and [heads * b, cols].
+std::pair<std::vector<float>, std::vector<float>> split_head_rows(const std::vector<float>& w, int64_t heads,
+                                                                  int64_t a, int64_t b, int64_t cols) {
+  std::vector<float> first, second;
+  first.reserve(size_t(heads * a * cols));
+  second.reserve(size_t(heads * b * cols));
+  for (int64_t h = 0; h < heads; ++h) {
+    const auto head = w.begin() + h * (a + b) * cols;
+    first.insert(first.end(), head, head + a * cols);
+    second.insert(second.end(), head + a * cols, head + (a + b) * cols);
+  }
+  return {std::move(first), std::move(second)};
+}
+
+Expected<Linear> upload_linear(WeightLoader& loader, const std::vector<float>& weight, int64_t out_features,
+                               int64_t in_features, const std::vector<float>& bias) {
+  Linear l;
+  DRIFT_ASSIGN_OR_RETURN(l.weight, loader.upload(weight, {out_features, in_features}));
+  if (!bias.empty()) {
+    DRIFT_ASSIGN_OR_RETURN(l.bias, loader.upload(bias, {out_features}));
+  }
+  return l;
+}
+
+}  // namespace
+
+MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& rope) {
+  const weights::MlaConfig& m = *config.mla;
+  MlaSpec s;
+  s.hidden = config.hidden_size;
+  s.num_heads = config.num_heads;
+  s.q_lora_rank = m.q_lora_rank;
+  s.kv_lora_rank = m.kv_lora_rank;
+  s.qk_nope_head_dim = m.qk_nope_head_dim;
+  s.qk_rope_head_dim = m.qk_rope_head_dim;
+  s.v_head_dim = m.v_head_dim;
+  s.bias = config.attention_bias;
+  double scale = 1.0 / std::sqrt(double(m.qk_nope_head_dim + m.qk_rope_head_dim));
+  const weights::RopeConfig& r = config.rope;
+  if (r.type != weights::RopeType::kDefault && r.mscale_all_dim != 0.0) {
+    const double mscale = yarn_mscale(r.factor, r.mscale_all_dim);
+    scale *= mscale * mscale;
+  }
+  s.softmax_scale = float(scale);
+  s.rope = rope;
+  return s;
+}
+
+MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const MlaSpec& s) {
+  const DType t = ops.compute_dtype();
+  const int64_t h = s.num_heads, l = s.kv_lora_rank, r = s.qk_rope_head_dim;
+  MlaScratch m;
+  if (s.q_lora_rank > 0) m.q_a = ops.alloc(t, {max_tokens, s.q_lora_rank});
+  m.q_nope = ops.alloc(t, {max_tokens, h * s.qk_nope_head_dim});
+  m.q_rope = ops.alloc(t, {max_tokens, h * r});
+  m.q_latent = ops.alloc(t, {max_tokens, h * l});
+  m.q = ops.alloc(t, {max_tokens, h * (l + r)});
+  m.latent = ops.alloc(t, {max_tokens, l});
+  m.k_rope = ops.alloc(t, {max_tokens, r});
+  m.kv_row = ops.alloc(t, {max_tokens, l + r});
+  m.o_latent = ops.alloc(t, {max_tokens, h * l});
+  m.o = ops.alloc(t, {max_tokens, h * s.v_head_dim});
+  return m;
+}
+
+Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::string& prefix, const MlaSpec& spec) {
+  MlaAttention a;
+  a.spec_ = spec;
+  const int64_t h = spec.num_heads, nope = spec.qk_nope_head_dim, r = spec.qk_rope_head_dim;
+  const int64_t l = spec.kv_lora_rank, v = spec.v_head_dim;
+
+  int64_t q_in = spec.hidden;
+  std::string q_name = prefix + ".q_proj.weight";
+  if (spec.q_lora_rank > 0) {
+    q_in = spec.q_lora_rank;
+    q_name = prefix + ".q_b_proj.weight";
+    DRIFT_ASSIGN_OR_RETURN(a.q_a_proj_, Linear::load(loader, prefix + ".q_a_proj", q_in, spec.hidden, spec.bias));
+    DRIFT_ASSIGN_OR_RETURN(a.q_a_norm_, RmsNorm::load(loader, prefix + ".q_a_layernorm.weight", q_in, kLatentNormEps));
+  }
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(q_name, {h * (nope + r), q_in}));
+  auto [q_nope_w, q_rope_w] = split_head_rows(q_w, h, nope, r, q_in);
+  DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, q_nope_w, h * nope, q_in, {}));
+  DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, q_rope_w, h * r, q_in, {}));
+
+  // kv_a_proj_with_mqa is one "head" of L latent rows followed by R rope rows.
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_a_w,
+                         loader.read_host(prefix + ".kv_a_proj_with_mqa.weight", {l + r, spec.hidden}));
+  auto [latent_w, k_rope_w] = split_head_rows(kv_a_w, 1, l, r, spec.hidden);
+  std::vector<float> latent_b, k_rope_b;
+  if (spec.bias) {
+    DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_a_b, loader.read_host(prefix + ".kv_a_proj_with_mqa.bias", {l + r}));
+    std::tie(latent_b, k_rope_b) = split_head_rows(kv_a_b, 1, l, r, 1);
+  }
+  DRIFT_ASSIGN_OR_RETURN(a.kv_latent_proj_, upload_linear(loader, latent_w, l, spec.hidden, latent_b));
+  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_linear(loader, k_rope_w, r, spec.hidden, k_rope_b));
+  DRIFT_ASSIGN_OR_RETURN(a.kv_a_norm_, RmsNorm::load(loader, prefix + ".kv_a_layernorm.weight", l, kLatentNormEps));
+
+  // kv_b_proj holds per head W_UK [nope, L] then W_UV [v, L]. The query absorbs W_UK, so it is stored
+  // transposed ([L, nope]: q_latent = W_UK^T q_nope); W_UV maps the attended latent back to v per head.
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_b_w,
+                         loader.read_host(prefix + ".kv_b_proj.weight", {h * (nope + v), l}));
+  auto [w_uk, w_uv] = split_head_rows(kv_b_w, h, nope, v, l);
+  std::vector<float> w_uk_t(w_uk.size());
+  for (int64_t head = 0; head < h; ++head)
+    for (int64_t d = 0; d < nope; ++d)
+      for (int64_t c = 0; c < l; ++c)
+        w_uk_t[size_t((head * l + c) * nope + d)] = w_uk[size_t((head * nope + d) * l + c)];
+  DRIFT_ASSIGN_OR_RETURN(a.w_uk_t_, loader.upload(w_uk_t, {h, l, nope}));
+  DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(w_uv, {h, v, l}));
+
+  DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", spec.hidden, h * v, spec.bias));
+  return a;
+}
+
+void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size) {
+  cache_ = ops.alloc(ops.compute_dtype(), {num_blocks, block_size, 1, spec_.cache_width()});
+}
+
+void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
+                           const Tensor& out) const {
+  const int64_t n = ctx.num_tokens, h = spec_.num_heads;
+  const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
+
+  Tensor q_in = x;
+  if (q_a_norm_) {
+    q_in = scratch.q_a.view.slice(0, n);
+    q_a_proj_.forward(ops, x, q_in);
+    q_a_norm_->forward(ops, q_in, q_in);
+  }
+  const Tensor q_nope = scratch.q_nope.view.slice(0, n), q_rope = scratch.q_rope.view.slice(0, n);
+  q_nope_proj_.forward(ops, q_in, q_nope);
+  q_rope_proj_.forward(ops, q_in, q_rope);
+
+  // The new tokens' cache entries: [rms_norm(latent) | rope(k_rope)].
+  const Tensor latent = scratch.latent.view.slice(0, n), k_rope = scratch.k_rope.view.slice(0, n);
+  kv_latent_proj_.forward(ops, x, latent);
+  kv_a_norm_.forward(ops, latent, latent);
+  k_rope_proj_.forward(ops, x, k_rope);
+  ops.rope(q_rope.view({n, h, r}), k_rope.view({n, 1, r}), ctx.positions, spec_.rope);
+  const Tensor kv_row = scratch.kv_row.view.slice(0, n);
+  ops.concat(latent, k_rope, kv_row);
+  const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
+  ops.write_kv(kv_row.view({n, 1, l + r}), Tensor(), kv.slot_mapping, cache_.view, Tensor());
+
+  // Absorbed query per head: [W_UK^T q_nope | q_rope], scored against [latent | k_rope] of every cached token.
+  const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, l});
+  ops.batched_linear(q_nope.view({n, h, nope}), w_uk_t_.view, q_latent);
+  const Tensor q = scratch.q.view.slice(0, n);
+  ops.concat(q_latent.view({n * h, l}), q_rope.view({n * h, r}), q.view({n * h, l + r}));
+
+  const Tensor o_latent = scratch.o_latent.view.slice(0, n).view({n, h, l});
+  backend::PagedAttentionParams p;
+  p.q = q.view({n, h, l + r});
+  p.k_cache = cache_.view;
+  p.out = o_latent;
+  p.block_tables = kv.block_tables;
+  p.query_start = ctx.query_start;
+  p.context_lens = ctx.context_lens;
+  p.scale = spec_.softmax_scale;
+  ops.paged_attention(p);
+
+  const Tensor o = scratch.o.view.slice(0, n);
+  ops.batched_linear(o_latent, w_uv_.view, o.view({n, h, spec_.v_head_dim}));
+  o_proj_.forward(ops, o, out);
+}
+
+int64_t MlaAttention::num_parameters() const {
+  int64_t n = numel(q_a_proj_) + numel(q_nope_proj_) + numel(q_rope_proj_) + numel(kv_latent_proj_) +
+              numel(k_rope_proj_) + numel(kv_a_norm_.weight) + numel(w_uk_t_) + numel(w_uv_) + numel(o_proj_);
+  if (q_a_norm_) n += numel(q_a_norm_->weight);
+  return n;
+}
+
+}  // namespace drift::model

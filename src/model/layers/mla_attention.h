@@ -1,0 +1,76 @@
+// Multi-head latent attention (DeepSeek-V2/V3, Youtu), absorbed: the cache keeps one latent entry per token
+// per layer, [normed kv latent (L) | rotated rope key (R)], and every step attends over it as MQA with one KV
+// head of width L + R whose V is the first L features. The key up-projection of kv_b_proj is folded into the
+// query (q_latent = W_UK^T q_nope per head) and the value up-projection into the output (W_UV o_latent per
+// head), both laid out once at load.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/forward_context.h"
+#include "model/layers/linear.h"
+#include "weights/model_config.h"
+
+namespace drift::model {
+
+struct MlaSpec {
+  int64_t hidden = 0, num_heads = 0;
+  int64_t q_lora_rank = 0;  // 0: an uncompressed q_proj (DeepSeek-V2-Lite)
+  int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool bias = false;  // attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj
+  float softmax_scale = 0.0f;
+  backend::RopeParams rope;  // over the qk_rope_head_dim features
+  int32_t kv_group = 0;      // index into ForwardContext::kv_groups
+
+  int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }  // values per token per layer
+};
+
+// The spec a config describes. The softmax scale is (nope + rope)^-0.5, times mscale(factor, mscale_all_dim)^2
+// under a scaled RoPE with mscale_all_dim, as DeepSeek defines YaRN for MLA.
+MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& rope);
+
+// Step buffers shared by every MLA layer of a model.
+struct MlaScratch {
+  backend::Buffer q_a;       // [max_tokens, q_lora_rank]
+  backend::Buffer q_nope;    // [max_tokens, heads * nope]
+  backend::Buffer q_rope;    // [max_tokens, heads * rope]
+  backend::Buffer q_latent;  // [max_tokens, heads * L]
+  backend::Buffer q;         // [max_tokens, heads * (L + rope)]: the absorbed query
+  backend::Buffer latent;    // [max_tokens, L]
+  backend::Buffer k_rope;    // [max_tokens, rope]
+  backend::Buffer kv_row;    // [max_tokens, L + rope]: the cache entry of each new token
+  backend::Buffer o_latent;  // [max_tokens, heads * L]
+  backend::Buffer o;         // [max_tokens, heads * v]
+
+  static MlaScratch allocate(backend::Ops& ops, int64_t max_tokens, const MlaSpec& spec);
+};
+
+class MlaAttention {
+ public:
+  // Reads the Hugging Face tensors under `prefix` (q_a_proj, q_a_layernorm, q_b_proj or q_proj,
+  // kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj) and lays them out for the absorbed form.
+  static Expected<MlaAttention> load(WeightLoader& loader, const std::string& prefix, const MlaSpec& spec);
+  void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size);
+  // x, out: [ctx.num_tokens, hidden]
+  void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
+               const Tensor& out) const;
+  // [num_blocks, block_size, 1, L + rope]: the whole KV state of this layer.
+  const Tensor& cache() const { return cache_.view; }
+  const MlaSpec& spec() const { return spec_; }
+  int64_t num_parameters() const;
+
+ private:
+  MlaSpec spec_;
+  Linear q_a_proj_;                      // [q_lora_rank, hidden] when the query is compressed
+  std::optional<RmsNorm> q_a_norm_;      // [q_lora_rank]
+  Linear q_nope_proj_, q_rope_proj_;     // q_b_proj (or q_proj) rows, split per head: [H * nope, .], [H * rope, .]
+  Linear kv_latent_proj_, k_rope_proj_;  // kv_a_proj_with_mqa rows [0, L) and [L, L + rope)
+  RmsNorm kv_a_norm_;                    // [L]
+  backend::Buffer w_uk_t_;               // [H, L, nope]: per head the key up-projection, transposed
+  backend::Buffer w_uv_;                 // [H, v, L]: per head the value up-projection
+  Linear o_proj_;                        // [hidden, H * v]
+  backend::Buffer cache_;
+};
+
+}  // namespace drift::model

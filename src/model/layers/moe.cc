@@ -1,0 +1,78 @@
+#include "model/layers/moe.h"
+
+#include <fmt/format.h>
+
+namespace drift::model {
+
+backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe) {
+  backend::MoeRouteParams r;
+  r.scoring = moe.scoring == weights::MoeConfig::kSigmoid ? backend::MoeRouteParams::Scoring::kSigmoid
+                                                          : backend::MoeRouteParams::Scoring::kSoftmax;
+  if (moe.topk_method != weights::MoeConfig::kGreedy) {
+    r.n_group = int32_t(moe.n_group);
+    r.topk_group = int32_t(moe.topk_group);
+    r.group_score_top = moe.topk_method == weights::MoeConfig::kNoauxTc ? 2 : 1;
+  }
+  r.renormalize = moe.norm_topk_prob;
+  r.routed_scaling_factor = float(moe.routed_scaling_factor);
+  return r;
+}
+
+Status check_moe_spec(const MoeSpec& spec) {
+  const backend::MoeRouteParams& r = spec.routing;
+  const int64_t per_group = spec.num_experts / r.n_group;
+  if (r.group_score_top > per_group)
+    return invalid_argument(fmt::format("n_group {} leaves {} experts per group, fewer than the {} a group's "
+                                        "score sums",
+                                        r.n_group, per_group, r.group_score_top));
+  if (spec.top_k > r.topk_group * per_group)
+    return invalid_argument(fmt::format("num_experts_per_tok {} exceeds the {} experts of the topk_group {} "
+                                        "kept groups",
+                                        spec.top_k, r.topk_group * per_group, r.topk_group));
+  return Status::Ok();
+}
+
+MoeScratch MoeScratch::allocate(backend::Ops& ops, int64_t max_tokens, const MoeSpec& spec) {
+  MoeScratch s;
+  const DType t = ops.compute_dtype();
+  s.logits = ops.alloc(DType::kF32, {max_tokens, spec.num_experts});
+  s.topk_ids = ops.alloc(DType::kI32, {max_tokens, spec.top_k});
+  s.topk_weights = ops.alloc(DType::kF32, {max_tokens, spec.top_k});
+  if (spec.shared_ffn > 0) {
+    s.shared_out = ops.alloc(t, {max_tokens, spec.hidden});
+    s.shared = GatedMlp::allocate_scratch(ops, max_tokens, spec.shared_ffn);
+  }
+  return s;
+}
+
+void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const {
+  const int64_t n = x.size(0);
+  backend::MoeRouteParams route = spec_.routing;
+  route.logits = scratch.logits.view.slice(0, n);
+  route.correction_bias = w_.correction_bias.view;
+  route.topk_ids = scratch.topk_ids.view.slice(0, n);
+  route.topk_weights = scratch.topk_weights.view.slice(0, n);
+  w_.router.forward(ops, x, route.logits);
+  ops.moe_route(route);
+
+  backend::MoeExpertsParams experts;
+  experts.x = x;
+  experts.topk_ids = route.topk_ids;
+  experts.topk_weights = route.topk_weights;
+  experts.w_gate_up = w_.w_gate_up.view;
+  experts.b_gate_up = w_.b_gate_up.view;
+  experts.w_down = w_.w_down.view;
+  experts.b_down = w_.b_down.view;
+  experts.out = out;
+  experts.swiglu_limit = spec_.swiglu_limit;
+  experts.swiglu_alpha = spec_.swiglu_alpha;
+  ops.moe_experts(experts);
+
+  if (w_.shared) {
+    const Tensor shared = scratch.shared_out.view.slice(0, n);
+    w_.shared->forward(ops, x, scratch.shared, shared);
+    ops.add(out, shared, out);
+  }
+}
+
+}  // namespace drift::model

@@ -1,0 +1,64 @@
+// Mixture-of-experts feed-forward block (DeepSeek-V2/V3, GPT-OSS): router logits, top-k routing, the routed
+// experts, and DeepSeek's always-on shared experts added on top. The families differ in how checkpoints
+// name and lay out these weights; each arch file translates its checkpoint into MoeWeights.
+#pragma once
+
+#include <optional>
+
+#include "model/layers/gqa_attention.h"
+#include "model/layers/linear.h"
+#include "weights/model_config.h"
+
+namespace drift::model {
+
+struct MoeSpec {
+  int64_t hidden = 0;
+  int64_t ffn = 0;  // per routed expert
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  int64_t shared_ffn = 0;           // DeepSeek: moe_intermediate_size * n_shared_experts; 0 = no shared experts
+  backend::MoeRouteParams routing;  // scoring, groups, renormalisation, scale; its tensors are set per step
+  float swiglu_limit = 0.0f;        // 0: silu(gate) * up; GPT-OSS: 7 with alpha 1.702
+  float swiglu_alpha = 1.702f;
+};
+
+// The routing rule a config's MoE section describes (DeepSeek's topk_method names it: greedy,
+// group_limited_greedy with a group's best score, noaux_tc with the sum of a group's best two).
+backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);
+// Checks that the routing can pick top_k experts from the kept groups, naming the config fields otherwise.
+Status check_moe_spec(const MoeSpec& spec);
+
+struct MoeWeights {
+  Linear router;                    // [E, H], bias [E] for GPT-OSS
+  backend::Buffer correction_bias;  // [E] DeepSeek-V3 e_score_correction_bias, else empty
+  backend::Buffer w_gate_up;        // [E, 2F, H]: per expert the F gate rows, then the F up rows
+  backend::Buffer b_gate_up;        // [E, 2F] or empty
+  backend::Buffer w_down;           // [E, H, F]
+  backend::Buffer b_down;           // [E, H] or empty
+  std::optional<GatedMlp> shared;   // DeepSeek's shared experts, one SwiGLU MLP of width shared_ffn
+};
+
+struct MoeScratch {
+  backend::Buffer logits;        // [max_tokens, E]
+  backend::Buffer topk_ids;      // [max_tokens, top_k] int32
+  backend::Buffer topk_weights;  // [max_tokens, top_k]
+  backend::Buffer shared_out;    // [max_tokens, hidden], when there are shared experts
+  GatedMlpScratch shared;
+
+  static MoeScratch allocate(backend::Ops& ops, int64_t max_tokens, const MoeSpec& spec);
+};
+
+class Moe {
+ public:
+  Moe() = default;
+  Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(weights)) {}
+  // x, out: [n, hidden]
+  void forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const;
+  const MoeSpec& spec() const { return spec_; }
+
+ private:
+  MoeSpec spec_;
+  MoeWeights w_;
+};
+
+}  // namespace drift::model

@@ -1,0 +1,46 @@
+// CudaSampler: the DeviceSampler of the CUDA backend. Per step it stages each row's parameters (56
+// bytes) and, for rows with penalties, the distinct tokens those look at with their output counts, in
+// page-locked memory; uploads them in at most two copies; runs one sampling kernel over the rows; and
+// copies back the token ids (and log-probabilities only when a row asked for them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "sample/device_sampler.h"
+
+namespace drift::sample {
+
+class CudaSampler final : public DeviceSampler {
+ public:
+  // Rows of up to `vocab` logits, at most `max_rows` per call, queued on the backend's stream.
+  CudaSampler(backend::CudaOps& ops, int32_t max_rows, int64_t vocab);
+
+  std::span<const SampleResult> sample(const Tensor& logits, std::span<const RowSampling> rows) override;
+
+ private:
+  // Grows the penalty buffers to hold at least `entries` tokens.
+  void reserve_penalties(int64_t entries);
+  // Appends row r's penalty entries (distinct tokens, output counts) to the staging lists.
+  void stage_penalties(const RowSampling& row);
+
+  backend::CudaOps& ops_;
+  int32_t max_rows_;
+  int64_t vocab_;
+  backend::Buffer rows_host_, rows_device_;       // [max_rows] cuda::SampleRow
+  backend::Buffer penalty_host_, penalty_device_;  // [2 * capacity] int32: tokens, then their counts
+  backend::Buffer penalty_raw_;                    // [capacity] fp32 kernel scratch
+  int64_t penalty_capacity_ = 0;
+  // tokens [max_rows] int32 | logprobs [max_rows] fp32 | top tokens [max_rows, 20] int32 | top logprobs
+  backend::Buffer out_host_, out_device_;
+  std::vector<int32_t> penalty_tokens_, penalty_counts_, sorted_output_, seen_;
+  std::vector<SampleResult> results_;
+};
+
+// The CUDA sampler, as the engine holds it.
+std::unique_ptr<DeviceSampler> make_cuda_sampler(backend::CudaOps& ops, int32_t max_rows, int64_t vocab);
+
+}  // namespace drift::sample

@@ -1,0 +1,116 @@
+#include "server/chat_request.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "server/common_fields.h"
+
+namespace drift::server {
+
+namespace {
+
+constexpr int32_t kMaxTopLogprobs = 20;
+
+ApiResult<Json> normalize_content(const Json& content, size_t index) {
+  if (content.is_string() || content.is_null()) return content;
+  if (!content.is_array())
+    return bad_request(fmt::format("messages[{}].content must be a string or an array of parts, got {}", index,
+                                   json_type_name(content)),
+                       "messages");
+  // vLLM joins text parts with newlines for templates that expect a string.
+  std::string text;
+  for (const Json& part : content) {
+    const bool is_text = part.is_object() && part.value("type", std::string()) == "text" && part.contains("text") &&
+                         part["text"].is_string();
+    if (!is_text) {
+      const std::string type = part.is_object() ? part.value("type", std::string("?")) : json_type_name(part);
+      return bad_request(fmt::format("messages[{}].content holds a part of type '{}': only text parts are supported", index, type),
+                         "messages");
+    }
+    if (!text.empty()) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return Json(text);
+}
+
+}  // namespace
+
+ApiResult<Json> normalize_messages(const Json& messages) {
+  if (!messages.is_array()) return bad_request(fmt::format("'messages' must be an array, got {}", json_type_name(messages)), "messages");
+  if (messages.empty()) return bad_request("'messages' must hold at least one message", "messages");
+  Json out = Json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    if (!m.is_object()) return bad_request(fmt::format("messages[{}] must be an object, got {}", i, json_type_name(m)), "messages");
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string())
+      return bad_request(fmt::format("messages[{}].role must be a string", i), "messages");
+    Json message = m;
+    if (auto content = m.find("content"); content != m.end()) {
+      auto normalized = normalize_content(*content, i);
+      if (!normalized.ok()) return normalized.error();
+      message["content"] = std::move(*normalized);
+    } else if (role->get<std::string>() != "assistant") {
+      return bad_request(fmt::format("messages[{}] has no content", i), "messages");
+    }
+    out.push_back(std::move(message));
+  }
+  return out;
+}
+
+ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel& served,
+                                             const Expected<ChatTemplate>& chat_template,
+                                             const tokenizer::Tokenizer& tokenizer, std::string plan_id) {
+  if (!body.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", json_type_name(body)));
+  if (auto e = check_model(body, served)) return *e;
+  GenerationPlan plan;
+  plan.api = Api::kChat;
+  plan.id = std::move(plan_id);
+  plan.model = served.name;
+  auto messages_it = body.find("messages");
+  if (messages_it == body.end() || messages_it->is_null()) return bad_request("'messages' is required", "messages");
+  auto messages = normalize_messages(*messages_it);
+  if (!messages.ok()) return messages.error();
+
+  Request base;
+  base.max_tokens = served.max_model_len;  // without a limit a chat reply may fill the context
+  FieldReader f(body);
+  read_common_fields(f, served, base, plan);
+  f.read_int("max_completion_tokens", base.max_tokens, 1, std::numeric_limits<int32_t>::max());
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  f.read_bool("logprobs", logprobs);
+  f.read_int("top_logprobs", top_logprobs, 0, kMaxTopLogprobs);
+  if (f.get("top_logprobs") && !logprobs) f.fail(bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs"));
+  bool add_generation_prompt = true;
+  f.read_bool("add_generation_prompt", add_generation_prompt);
+  if (const Json* v = f.get("continue_final_message"); v && *v != false)
+    f.fail(bad_request("'continue_final_message' is not supported", "continue_final_message"));
+  const Json* tools = f.get("tools");
+  if (tools && !tools->is_array()) f.fail(bad_request(fmt::format("'tools' must be an array, got {}", json_type_name(*tools)), "tools"));
+  if (const Json* choice = f.get("tool_choice"); choice && !(*choice == "none" || *choice == "auto"))
+    f.fail(bad_request("'tool_choice' may only be \"none\" or \"auto\": forced tool calls are not supported", "tool_choice"));
+  const Json* kwargs = f.get("chat_template_kwargs");
+  if (kwargs && !kwargs->is_object())
+    f.fail(bad_request(fmt::format("'chat_template_kwargs' must be an object, got {}", json_type_name(*kwargs)), "chat_template_kwargs"));
+  if (f.error()) return *f.error();
+  if (logprobs) {
+    base.sampling.top_logprobs = top_logprobs;
+    plan.logprobs = true;
+  }
+  if (Status s = base.sampling.validate(); !s.ok()) return bad_request(s.message());
+
+  if (!chat_template.ok()) return bad_request(chat_template.status().message(), "messages");
+  const bool no_tools = !tools || (tools->is_array() && tools->empty()) || (f.get("tool_choice") && *f.get("tool_choice") == "none");
+  auto rendered = chat_template->render(*messages, no_tools ? Json() : *tools, add_generation_prompt,
+                                        kwargs ? *kwargs : Json::object());
+  if (!rendered.ok()) return bad_request(fmt::format("the chat template failed: {}", rendered.status().message()), "messages");
+  Request prompt;
+  prompt.prompt_tokens = tokenizer.encode(*rendered, /*add_special_tokens=*/false);
+  if (prompt.prompt_tokens.empty()) return bad_request("the chat template rendered an empty prompt", "messages");
+  expand_choices(base, {std::move(prompt)}, plan);
+  return plan;
+}
+
+}  // namespace drift::server

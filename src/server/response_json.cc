@@ -1,0 +1,154 @@
+#include "server/response_json.h"
+
+namespace drift::server {
+
+namespace {
+
+const char* object_name(const GenerationPlan& plan, bool chunk) {
+  if (plan.api == Api::kChat) return chunk ? "chat.completion.chunk" : "chat.completion";
+  return "text_completion";
+}
+
+Json header(const GenerationPlan& plan, bool chunk) {
+  Json j;
+  j["id"] = plan.id;
+  j["object"] = object_name(plan, chunk);
+  j["created"] = plan.created;
+  j["model"] = plan.model;
+  return j;
+}
+
+Json stop_reason_json(const Output& final) {
+  if (final.finish_reason != FinishReason::kStop || final.stop_reason.empty()) return nullptr;
+  return final.stop_reason;
+}
+
+Json byte_list(std::string_view bytes) {
+  Json list = Json::array();
+  for (unsigned char c : bytes) list.push_back(int(c));
+  return list;
+}
+
+Json chat_token_json(const tokenizer::Tokenizer& tok, int32_t token, float logprob) {
+  const int32_t ids[] = {token};
+  return {{"token", tok.decode(ids)}, {"logprob", logprob}, {"bytes", byte_list(tok.token_bytes(token))}};
+}
+
+// {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}
+Json chat_logprobs_json(std::span<const TokenLogprobs> lps, const tokenizer::Tokenizer& tok) {
+  Json content = Json::array();
+  for (const TokenLogprobs& lp : lps) {
+    Json entry = chat_token_json(tok, lp.token, lp.logprob);
+    Json top = Json::array();
+    for (const auto& [id, value] : lp.top) top.push_back(chat_token_json(tok, id, value));
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", std::move(content)}};
+}
+
+// {"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}; offsets count bytes of
+// decoded token text from `offset`, the start of these tokens in the choice's text.
+Json completion_logprobs_json(std::span<const TokenLogprobs> lps, const tokenizer::Tokenizer& tok, size_t offset) {
+  Json tokens = Json::array(), values = Json::array(), tops = Json::array(), offsets = Json::array();
+  for (const TokenLogprobs& lp : lps) {
+    const int32_t ids[] = {lp.token};
+    const std::string text = tok.decode(ids);
+    tokens.push_back(text);
+    values.push_back(lp.logprob);
+    Json top = Json::object();
+    for (const auto& [id, value] : lp.top) {
+      const int32_t top_ids[] = {id};
+      top[tok.decode(top_ids)] = value;
+    }
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += text.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+Json logprobs_json(const GenerationPlan& plan, std::span<const TokenLogprobs> lps, const tokenizer::Tokenizer& tok,
+                   size_t offset) {
+  if (!plan.logprobs) return nullptr;
+  return plan.api == Api::kChat ? chat_logprobs_json(lps, tok) : completion_logprobs_json(lps, tok, offset);
+}
+
+}  // namespace
+
+const char* openai_finish_reason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    default: return "abort";
+  }
+}
+
+Json usage_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& choices) {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Usage& u = choices[i].final.usage;
+    completion += u.completion_tokens;
+    if (i % size_t(plan.n) == 0) {
+      prompt += u.prompt_tokens;
+      cached += u.cached_tokens;
+    }
+  }
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+Json response_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& choices, const tokenizer::Tokenizer& tok) {
+  Json j = header(plan, false);
+  Json list = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    Json choice;
+    choice["index"] = i;
+    if (plan.api == Api::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = logprobs_json(plan, c.logprobs, tok, 0);
+    choice["finish_reason"] = openai_finish_reason(c.final.finish_reason);
+    choice["stop_reason"] = stop_reason_json(c.final);
+    list.push_back(std::move(choice));
+  }
+  j["choices"] = std::move(list);
+  j["usage"] = usage_json(plan, choices);
+  return j;
+}
+
+Json chunk_json(const GenerationPlan& plan, const ChunkPart& part, const tokenizer::Tokenizer& tok) {
+  Json j = header(plan, true);
+  Json choice;
+  choice["index"] = part.index;
+  if (plan.api == Api::kChat) {
+    Json delta = Json::object();
+    if (part.first) delta["role"] = "assistant";
+    if (!part.text.empty() || part.first || !part.finish) delta["content"] = part.text;
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = part.text;
+  }
+  choice["logprobs"] = part.logprobs.empty() ? Json(nullptr) : logprobs_json(plan, part.logprobs, tok, part.text_offset);
+  choice["finish_reason"] = part.finish ? Json(openai_finish_reason(part.finish->finish_reason)) : Json(nullptr);
+  if (part.finish) choice["stop_reason"] = stop_reason_json(*part.finish);
+  j["choices"] = Json::array({std::move(choice)});
+  if (plan.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+Json usage_chunk_json(const GenerationPlan& plan, Json usage) {
+  Json j = header(plan, true);
+  j["choices"] = Json::array();
+  j["usage"] = std::move(usage);
+  return j;
+}
+
+std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+}  // namespace drift::server

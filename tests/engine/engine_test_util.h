@@ -1,0 +1,46 @@
+// Runs requests through a real Engine on a fixture model and collects each one's whole stream.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "drift/engine.h"
+
+namespace drift::testing {
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  Output final;
+  int num_finished_events = 0;
+};
+
+EngineConfig fixture_engine_config(const std::string& model = "llama");
+
+// Thread-safe sink: one Collected per request id; waits until every submitted request finished.
+class Collector {
+ public:
+  OutputCallback callback(const std::string& id);
+  void expect(size_t n);
+  void wait_all();
+  Collected get(const std::string& id);
+  std::map<std::string, Collected> all();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Collected> results_;
+  size_t expected_ = 0, finished_ = 0;
+};
+
+// Submits every request (ids "r0", "r1", ...) and waits for all; returns the token streams.
+std::vector<Collected> run_all(Engine& engine, std::vector<Request> requests);
+Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens);
+// Blocks of finished requests return at the engine's next commit: waits (bounded) until nothing is held.
+EngineMetrics wait_until_idle(Engine& engine);
+
+}  // namespace drift::testing

@@ -1,0 +1,72 @@
+// linear and batched_linear against the CPU backend (OpenBLAS sgemm on the same bf16-exact inputs).
+// Both accumulate in fp32, so the difference is summation order plus the rounding of a bf16 output:
+// tolerance 5e-3 relative L2 (fp32 logits: 1e-4). Rows 1..4 take the GEMV kernel, more rows cuBLASLt;
+// every small case also runs with the GEMV kernel switched off.
+#include <array>
+
+#include "op_test_util.h"
+
+namespace drift::testing {
+namespace {
+
+constexpr double kGemmBf16 = 5e-3;
+constexpr double kGemmF32 = 1e-4;
+
+struct LinearCase {
+  int64_t m, n, k;
+  bool bias, out_f32;
+};
+
+using LinearTest = CudaOpsTest;
+
+TEST_F(LinearTest, LinearMatchesCpu) {
+  auto no_gemv = backend::make_cuda_ops({.small_batch_gemv = false});
+  ASSERT_TRUE(no_gemv.ok());
+  for (const LinearCase& c : {LinearCase{1, 3072, 2048, false, false}, LinearCase{2, 512, 2048, true, false},
+                              LinearCase{3, 100, 64, false, false}, LinearCase{4, 1000, 14336, false, false},
+                              LinearCase{1, 704, 64, false, true}, LinearCase{3, 704, 64, true, true},
+                              LinearCase{5, 704, 96, true, true}, LinearCase{17, 512, 1024, true, false},
+                              LinearCase{64, 256, 1024, false, false}, LinearCase{130, 384, 72, false, false},
+                              LinearCase{7, 96, 24, true, false}, LinearCase{1, 128256 / 8, 2048, false, true}}) {
+    const auto x = random_values(c.m * c.k), w = random_values(c.n * c.k, 0.05f), b = random_values(c.n);
+    auto c_x = cpu_f32(x, {c.m, c.k});
+    auto c_w = cpu_f32(w, {c.n, c.k});
+    auto c_b = cpu_f32(b, {c.n});
+    auto c_out = cpu_->alloc(DType::kF32, {c.m, c.n});
+    cpu_->linear(c_x.view, c_w.view, c.bias ? c_b.view : Tensor(), c_out.view);
+    const auto want = read_cpu(c_out.view);
+
+    auto g_x = gpu_bf16(x, {c.m, c.k});
+    auto g_w = gpu_bf16(w, {c.n, c.k});
+    auto g_b = gpu_bf16(b, {c.n});
+    const DType out_type = c.out_f32 ? DType::kF32 : DType::kBF16;
+    const double tolerance = c.out_f32 ? kGemmF32 : kGemmBf16;
+    for (backend::Ops* ops : {gpu_.get(), no_gemv->get()}) {
+      auto g_out = gpu_poisoned(out_type, {c.m, c.n});
+      gpu_->synchronize();  // inputs and poison were queued on gpu_'s stream
+      ops->linear(g_x.view, g_w.view, c.bias ? g_b.view : Tensor(), g_out.view);
+      ops->synchronize();
+      EXPECT_CLOSE(read_gpu(g_out.view), want, tolerance)
+          << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias << " f32=" << c.out_f32
+          << (ops == gpu_.get() ? " (gemv allowed)" : " (cuBLASLt)");
+    }
+  }
+}
+
+TEST_F(LinearTest, BatchedLinearMatchesCpu) {
+  for (auto [t, b, k, n] : {std::array<int64_t, 4>{3, 4, 64, 32}, {1, 16, 128, 512}, {9, 2, 40, 24}}) {
+    const auto x = random_values(t * b * k), w = random_values(b * n * k, 0.1f);
+    auto c_x = cpu_f32(x, {t, b, k});
+    auto c_w = cpu_f32(w, {b, n, k});
+    auto c_out = cpu_->alloc(DType::kF32, {t, b, n});
+    cpu_->batched_linear(c_x.view, c_w.view, c_out.view);
+    auto g_x = gpu_bf16(x, {t, b, k});
+    auto g_w = gpu_bf16(w, {b, n, k});
+    auto g_out = gpu_poisoned(DType::kBF16, {t, b, n});
+    gpu_->batched_linear(g_x.view, g_w.view, g_out.view);
+    EXPECT_CLOSE(read_gpu(g_out.view), read_cpu(c_out.view), kGemmBf16) << t << "x" << b << "x" << k << "->" << n;
+  }
+}
+
+}  // namespace
+}  // namespace drift::testing

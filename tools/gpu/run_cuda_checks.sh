@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The one command sent to the GPU machine for the CUDA backend: unpack the Debian build dependencies
+# carried in .debs/ into a sysroot (the GPU image has nvcc, cmake and ninja but none of Drift's -dev
+# packages), configure for sm_90a, build the CUDA targets, run the CUDA op tests (sampler included), the
+# CUDA golden model tests and the engine test, compare `drift generate` on CUDA with the CPU, run the
+# decode benchmark, and print a short table last. Logs go to $OUT.
+#
+# Here, once:   mkdir -p .debs && (cd .debs && apt-get download $(grep -v "^#" ../tools/gpu/debs.txt))
+# There:        tools/gpu/run_cuda_checks.sh [all|test|bench] [drift_bench_decode arguments...]
+#               (the run tool: carry [".debs"]). BENCH_DEADLINE (seconds since start, default 315) cuts
+#               the benchmark short so that the summary still prints inside the call's limit.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/drift-gpu-out}
+mkdir -p "$OUT"
+MODE=${1:-all}
+[ $# -gt 0 ] && shift
+BUILD=build-gpu
+SYSROOT=/tmp/drift-sysroot
+LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu
+BENCH_DEADLINE=${BENCH_DEADLINE:-315}
+t_start=$SECONDS
+
+# Dependencies: unpacked, never installed into / (that could shadow the image's own libraries).
+if [ ! -d "$SYSROOT" ]; then
+  for f in .debs/*.deb; do dpkg -x "$f" "$SYSROOT" || { echo "cannot unpack $f"; exit 1; }; done
+fi
+export LD_LIBRARY_PATH=$LIBDIR:$LIBDIR/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PKG_CONFIG_SYSROOT_DIR=$SYSROOT
+export PKG_CONFIG_LIBDIR=$LIBDIR/pkgconfig:$LIBDIR/openblas-pthread/pkgconfig:$SYSROOT/usr/share/pkgconfig
+PKGCONF=$(command -v pkg-config || echo "$SYSROOT/usr/bin/pkgconf")
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
+  "$NVCC" --version | tail -2
+  g++ --version | head -1
+  cmake --version | head -1
+  echo "pkg-config: $PKGCONF; cores: $(nproc)"
+} 2>&1 | tee "$OUT/env.txt"
+
+if [ ! -f "$BUILD/build.ninja" ]; then
+  # cpp-httplib (the server, hence the drift binary) when its packages came along; otherwise a stand-in
+  # target lets the project configure and only the drift binary is left out.
+  STUB=()
+  "$PKGCONF" --exists cpp-httplib || STUB=(-DCMAKE_PROJECT_INCLUDE="$PWD/tools/gpu/stub_httplib.cmake")
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DDRIFT_CUDA=ON -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON \
+    -DCMAKE_PREFIX_PATH="$SYSROOT/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${STUB[@]}" >"$OUT/configure.log" 2>&1 ||
+    { echo "configure failed:"; tail -40 "$OUT/configure.log"; exit 1; }
+fi
+# One ninja run for everything (-k 0: a target that fails, such as drift without cpp-httplib, does not
+# stop the others).
+ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test drift_bench_decode drift \
+  >"$OUT/build.log" 2>&1
+build_rc=$?
+echo "build rc=$build_rc after $((SECONDS - t_start)) s"
+[ $build_rc -ne 0 ] && grep -E "error|FAILED" "$OUT/build.log" | head -30
+
+ops_rc=skip models_rc=skip engine_rc=skip generate=skip bench_rc=skip
+if [ "$MODE" = all ] || [ "$MODE" = test ]; then
+  for t in ops/cuda_ops_test models/cuda_models_test ops/cuda_engine_test; do
+    name=$(basename "$t")
+    [ -x "$BUILD/tests/$t" ] || continue
+    timeout 120 "$BUILD/tests/$t" >"$OUT/$name.log" 2>&1
+    rc=$?
+    case $name in
+      cuda_ops_test) ops_rc=$rc ;;
+      cuda_models_test) models_rc=$rc ;;
+      cuda_engine_test) engine_rc=$rc ;;
+    esac
+  done
+  echo "tests done after $((SECONDS - t_start)) s"
+  # drift generate, greedy, on the llama fixture: the CUDA token ids against the CPU's.
+  DRIFT=$BUILD/apps/drift/drift
+  if [ -x "$DRIFT" ]; then
+    for dev in cpu cuda; do
+      timeout 60 "$DRIFT" generate -m tests/fixtures/models/llama --device "$dev" -p "Once upon a time" \
+        --max-tokens 16 --ignore-eos --output json >"$OUT/generate_$dev.json" 2>"$OUT/generate_$dev.err"
+    done
+    generate=$(python3 - "$OUT/generate_cpu.json" "$OUT/generate_cuda.json" <<'PY' 2>&1
+import json, sys
+def ids(path):
+    line = next(l for l in open(path) if l.startswith("{"))
+    return json.loads(line)["generated_token_ids"]
+cpu, cuda = ids(sys.argv[1]), ids(sys.argv[2])
+first = next((i for i, (a, b) in enumerate(zip(cpu, cuda)) if a != b), None)
+print(("identical" if first is None and len(cpu) == len(cuda) else f"part at step {first}") +
+      f"; cpu {cpu}; cuda {cuda}")
+PY
+)
+  else
+    generate="drift binary not built"
+  fi
+fi
+if { [ "$MODE" = all ] || [ "$MODE" = bench ]; } && [ -x "$BUILD/bench/decode/drift_bench_decode" ]; then
+  left=$((BENCH_DEADLINE - (SECONDS - t_start)))
+  [ $left -lt 30 ] && left=30
+  timeout "$left" "$BUILD/bench/decode/drift_bench_decode" --markdown "$OUT/bench.md" "$@" >"$OUT/bench.log" 2>&1
+  bench_rc=$?
+  echo "bench done after $((SECONDS - t_start)) s (limit $left s)"
+fi
+
+# The short table, last.
+summary() {  # log -> "passed N, failed M: names"
+  local log=$1
+  [ -f "$log" ] || { echo "not run"; return; }
+  local passed failed skipped
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$')
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+' "$log" | grep -oE '[0-9]+$')
+  failed=$(grep -E '^\[  FAILED  \] ' "$log" | grep -v 'listed below' | sed 's/^\[  FAILED  \] //; s/,.*//' | sort -u | tr '\n' ' ')
+  echo "passed ${passed:-0}, skipped ${skipped:-0}; failed: ${failed:-none}"
+}
+echo
+echo "== failures (first lines) =="
+grep -hA4 "Failure$" "$OUT"/cuda_*_test.log 2>/dev/null | head -50
+grep -hE "check failed|CUDA error|illegal|cuda_call_failed" "$OUT"/*.log 2>/dev/null | head -5
+echo "== golden logit errors, engine and sampler notes =="
+grep -h "max error" "$OUT/cuda_models_test.log" 2>/dev/null | head -8
+grep -h "^\[ engine   \]\|^\[ sampler  \]" "$OUT"/cuda_*_test.log 2>/dev/null | head -16
+grep -h "replayed from a graph" "$OUT/bench.log" 2>/dev/null | head -12
+echo
+echo "== summary ($((SECONDS - t_start)) s) =="
+echo "build: rc=$build_rc"
+echo "cuda_ops_test (rc=$ops_rc): $(summary "$OUT/cuda_ops_test.log")"
+echo "cuda_models_test (rc=$models_rc): $(summary "$OUT/cuda_models_test.log")"
+echo "cuda_engine_test (rc=$engine_rc): $(summary "$OUT/cuda_engine_test.log")"
+echo "drift generate cuda vs cpu: $generate"
+echo "bench (rc=$bench_rc):"
+if [ -f "$OUT/bench.md" ]; then cat "$OUT/bench.md"; else tail -15 "$OUT/bench.log" 2>/dev/null; fi

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The command for the GPU machine (one H100; keeps nothing between calls; returns at most 8 files of at
+# most 16 MB each from $OUT). Run from the repository root with the corpus carried along:
+#
+#   bash tools/train/run_on_device.sh smoke              # ~2 min: whole pipeline, tiny models, 20 steps
+#   bash tools/train/run_on_device.sh tokenizer          # ~1 min: trains the tokenizer -> $OUT/tokenizer.json
+#   bash tools/train/run_on_device.sh llama [ARGS...]    # one training run of ~9 min -> $OUT/llama.tar.gz.part*
+#   bash tools/train/run_on_device.sh mla   [ARGS...]    # the same for the MLA model
+#
+# ARGS go to train.py (e.g. --compile, --lr 2e-3, --batch-size 96). The step runs under `timeout 560` so the
+# tarball is still written when Python overruns. The HF folder comes back as a .tar.gz split into 15 MB
+# parts: reassemble with  cat llama.tar.gz.part* | tar -xzf -
+# The resume checkpoint (fp32 weights + Adam moments, ~12 bytes/parameter) stays on the device and is lost
+# when the machine is returned; each model therefore trains in one run (see README.md).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+STEP="${1:-}"; shift || true
+OUT="${OUT:-/tmp/drift-train-out}"
+WORK="${DRIFT_TRAIN_WORK:-/tmp/drift-train}"
+CORPUS="${DRIFT_CORPUS:-.corpus}"
+mkdir -p "$OUT" "$WORK"
+export PYTHONUNBUFFERED=1
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+  python3 -c 'import torch, transformers, tokenizers, safetensors, numpy; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__, "tokenizers", tokenizers.__version__, "numpy", numpy.__version__)'
+  ls -l "$CORPUS" 2>/dev/null || echo "WARNING: no corpus at $CORPUS (carry .corpus with the working tree)"
+  git log -1 --format='commit %H %s' 2>/dev/null || true
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+pack() {  # pack FOLDER NAME: FOLDER -> $OUT/NAME.tar.gz.part0, part1, ... (15 MB each)
+  local dir="$1" name="$2"
+  if [ ! -d "$dir" ]; then echo "nothing to pack: $dir missing"; return 1; fi
+  tar -C "$(dirname "$dir")" -czf "/tmp/$name.tar.gz" "$(basename "$dir")"
+  split -b 15m -d -a 1 "/tmp/$name.tar.gz" "$OUT/$name.tar.gz.part"
+  (cd "$OUT" && sha256sum "/tmp/$name.tar.gz" | sed "s|/tmp/||" > "$name.tar.gz.sha256")
+  ls -l "$OUT"
+}
+
+rc=0
+case "$STEP" in
+  smoke)
+    timeout 560 python3 tools/train/smoke_test.py --work /tmp/drift-smoke --corpus "$CORPUS" "$@" 2>&1 | tee "$OUT/smoke.log"
+    rc=${PIPESTATUS[0]}
+    cp /tmp/drift-smoke/*.log "$OUT/" 2>/dev/null || true
+    # the tiny models are useful as engine fixtures: bring them back too (a few MB)
+    tar -C /tmp/drift-smoke -czf "$OUT/smoke-models.tar.gz" hf 2>/dev/null || true
+    ;;
+  tokenizer)
+    timeout 560 python3 tools/train/train.py --tokenizer-only --retrain-tokenizer --corpus "$CORPUS" --work "$WORK" "$@" 2>&1 | tee "$OUT/tokenizer.log"
+    rc=${PIPESTATUS[0]}
+    cp "$WORK/tokenizer.json" "$OUT/tokenizer.json" 2>/dev/null || rc=1
+    ;;
+  llama|mla)
+    timeout 560 python3 tools/train/train.py --arch "$STEP" --corpus "$CORPUS" --work "$WORK" --minutes 8.75 "$@" 2>&1 | tee "$OUT/$STEP.log"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 124 ] && echo "train.py was stopped by timeout 560; packing whatever was written"
+    pack "$WORK/hf/$STEP" "$STEP" || rc=1
+    cp "$WORK/tokenizer.json" "$OUT/tokenizer.json" 2>/dev/null || true
+    ;;
+  *)
+    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla} [train.py args]" >&2
+    exit 2
+    ;;
+esac
+echo "exit $rc"
+exit $rc
