@@ -9,7 +9,8 @@ printf '%-22s %12s %14s\n' model parameters "decode tok/s"
 run() {
   local name=$1; shift
   local params
-  params=$("$drift" inspect "$@" 2>/dev/null | awk '/^parameters/ {print $2}')
+  # inspect reads safetensors headers: a random-weights model has none, so its count stays blank.
+  params=$("$drift" inspect "$@" 2>/dev/null | awk '/^parameters/ {print $2}' || true)
   local rate
   rate=$("$drift" generate "$@" --prompt "The history of" --max-tokens 128 --ignore-eos 2>&1 >/dev/null |
          sed -n 's/.*(\([0-9.]*\) tokens\/s).*/\1/p')
@@ -20,4 +21,4 @@ for m in llama llama-bias qwen2 qwen3 deepseek_v2 deepseek_v3 youtu gpt_oss; do
 done
 run drift-llama-15m --model models/drift-llama-15m
 run drift-mla-14m --model models/drift-mla-14m
-run llama-100m-random --model bench/cpu/llama-100m --random-weights
+run llama-96m-random --model bench/cpu/llama-100m --random-weights

@@ -6,12 +6,15 @@
 //   * Log-probabilities: within 1e-5 absolute. Both sum exp() in double, in different orders.
 //   * Seeded draws: the same token whenever the CPU's decision is not within kMargin of a boundary. The
 //     kernel's weights exp(l - max) come from CUDA's expf (within 2 ulp) and the CPU's from glibc (within
-//     1 ulp), so a weight may differ by ~2.4e-7 relative and a mass sum by as much; kMargin = 1e-5 leaves
-//     a factor of 40. A draw is "ambiguous" when the uniform's target lies within kMargin * total of an
-//     end of the chosen token's interval, when the top-p mass needed lies within kMargin * total of the
-//     masses just above or at its threshold, or when a surviving token's weight lies within kMargin
-//     (relative) of the top-p threshold or of min_p. Ambiguous draws may differ and are counted; they
-//     must stay rare (under 2%) so that the test still covers nearly every draw.
+//     1 ulp), so the two weights of a token are within 3 ulp = 3.6e-7 of each other (relative), and so
+//     is any sum of them (positive terms; the double accumulation adds ~1e-16). A comparison can flip
+//     only when its two sides, each moved by that much, are within twice it: kMargin = 8e-7. A draw is
+//     "ambiguous" when the uniform's target lies within kMargin * total of an end of the chosen token's
+//     interval, when the top-p mass needed lies within kMargin * total of the masses just above or at
+//     its threshold, or when a surviving token's weight lies within kMargin (relative) of the top-p
+//     threshold or of min_p. Ambiguous draws may differ and are counted. They are not rare for flat
+//     distributions over a large vocabulary (one token's weight there is ~1e-5 of the total, so top-p
+//     decisions often sit that close), but must stay under 10% so that the test still checks most draws.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -30,7 +33,7 @@
 namespace drift::testing {
 namespace {
 
-constexpr double kMargin = 1e-5;
+constexpr double kMargin = 8e-7;
 
 struct Row {
   std::vector<float> logits;
@@ -255,7 +258,7 @@ TEST_F(CudaSamplerTest, SeededDrawsMatchCpu) {
   }
   std::printf("[ sampler  ] %lld seeded draws, %lld within the margin of a boundary (%lld of those differ)\n",
               static_cast<long long>(draws), static_cast<long long>(unclear), static_cast<long long>(mismatched_unclear));
-  EXPECT_LE(unclear, draws / 50);
+  EXPECT_LE(unclear, draws / 10);
 }
 
 TEST_F(CudaSamplerTest, ADrawDependsOnlyOnSeedAndPosition) {

@@ -37,7 +37,7 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   g++ --version | head -1
   cmake --version | head -1
   echo "pkg-config: $PKGCONF; cores: $(nproc)"
-} 2>&1 | tee "$OUT/env.txt"
+} 2>&1 | tee "$OUT/build.log"
 
 if [ ! -f "$BUILD/build.ninja" ]; then
   # cpp-httplib (the server, hence the drift binary) when its packages came along; otherwise a stand-in
@@ -46,13 +46,14 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   "$PKGCONF" --exists cpp-httplib || STUB=(-DCMAKE_PROJECT_INCLUDE="$PWD/tools/gpu/stub_httplib.cmake")
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DCMAKE_CUDA_COMPILER="$NVCC" -DDRIFT_CUDA=ON -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON \
-    -DCMAKE_PREFIX_PATH="$SYSROOT/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${STUB[@]}" >"$OUT/configure.log" 2>&1 ||
-    { echo "configure failed:"; tail -40 "$OUT/configure.log"; exit 1; }
+    -DCMAKE_PREFIX_PATH="$SYSROOT/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${STUB[@]}" >/tmp/drift-configure.log 2>&1 ||
+    { echo "configure failed:"; cat /tmp/drift-configure.log >>"$OUT/build.log"; tail -40 /tmp/drift-configure.log; exit 1; }
+  grep -E "drift:|HTTPLIB|cpp-httplib" /tmp/drift-configure.log >>"$OUT/build.log"
 fi
 # One ninja run for everything (-k 0: a target that fails, such as drift without cpp-httplib, does not
 # stop the others).
 ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test drift_bench_decode drift \
-  >"$OUT/build.log" 2>&1
+  >>"$OUT/build.log" 2>&1
 build_rc=$?
 echo "build rc=$build_rc after $((SECONDS - t_start)) s"
 [ $build_rc -ne 0 ] && grep -E "error|FAILED" "$OUT/build.log" | head -30
@@ -76,9 +77,10 @@ if [ "$MODE" = all ] || [ "$MODE" = test ]; then
   if [ -x "$DRIFT" ]; then
     for dev in cpu cuda; do
       timeout 60 "$DRIFT" generate -m tests/fixtures/models/llama --device "$dev" -p "Once upon a time" \
-        --max-tokens 16 --ignore-eos --output json >"$OUT/generate_$dev.json" 2>"$OUT/generate_$dev.err"
+        --max-tokens 16 --ignore-eos --output json >"/tmp/generate_$dev.json" 2>"/tmp/generate_$dev.err"
+      { echo "== $dev (rc=$?)"; cat "/tmp/generate_$dev.json" "/tmp/generate_$dev.err"; } >>"$OUT/generate.txt"
     done
-    generate=$(python3 - "$OUT/generate_cpu.json" "$OUT/generate_cuda.json" <<'PY' 2>&1
+    generate=$(python3 - /tmp/generate_cpu.json /tmp/generate_cuda.json <<'PY' 2>&1
 import json, sys
 def ids(path):
     line = next(l for l in open(path) if l.startswith("{"))
