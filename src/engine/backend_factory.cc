@@ -25,6 +25,8 @@ std::unique_ptr<sample::DeviceSampler> make_device_sampler(backend::Ops& ops, in
 #ifdef DRIFT_HAVE_CUDA
   if (ops.device() == Device::kCuda)
     return sample::make_cuda_sampler(static_cast<backend::CudaOps&>(ops), max_rows, vocab);
+#else
+  (void)ops, (void)max_rows, (void)vocab;  // a build without CUDA samples on the host
 #endif
   (void)max_rows;
   (void)vocab;

@@ -106,8 +106,8 @@ TEST_P(GoldenTest, BatchedPromptsGiveTheSameLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2",
                                                                    "deepseek_v3", "youtu", "gpt_oss"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

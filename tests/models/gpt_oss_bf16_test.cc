@@ -68,15 +68,16 @@ void write_bf16_copy(const std::string& from, const std::string& to) {
       continue;
     }
     const std::string base = name.substr(0, name.size() - std::string("_blocks").size());
-    const int64_t experts = t.shape[0], out = t.shape[1], in = t.shape[2] * weights::kMxfp4BlockValues;
-    auto dense = weights::dequantize_mxfp4(t, *file->find(base + "_scales"), std::vector<int64_t>{experts, out, in});
+    const int64_t experts = t.shape[0], out = t.shape[1], in_features = t.shape[2] * weights::kMxfp4BlockValues;
+    auto dense =
+        weights::dequantize_mxfp4(t, *file->find(base + "_scales"), std::vector<int64_t>{experts, out, in_features});
     ASSERT_TRUE(dense.ok()) << dense.status().to_string();
     std::vector<float> in_out(dense->size());
     for (int64_t e = 0; e < experts; ++e)
       for (int64_t o = 0; o < out; ++o)
-        for (int64_t i = 0; i < in; ++i)
-          in_out[size_t((e * in + i) * out + o)] = (*dense)[size_t((e * out + o) * in + i)];
-    tensors.emplace_back(base, DType::kBF16, std::vector<int64_t>{experts, in, out}, bf16_bytes(in_out));
+        for (int64_t i = 0; i < in_features; ++i)
+          in_out[size_t((e * in_features + i) * out + o)] = (*dense)[size_t((e * out + o) * in_features + i)];
+    tensors.emplace_back(base, DType::kBF16, std::vector<int64_t>{experts, in_features, out}, bf16_bytes(in_out));
   }
   ASSERT_TRUE(weights::write_safetensors(to + "/model.safetensors", tensors, {{"format", "pt"}}).ok());
 }

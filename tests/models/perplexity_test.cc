@@ -40,7 +40,9 @@ TEST(Perplexity, WindowsScoreEveryTokenOnceWithEnoughContext) {
   for (const auto& w : windows) {
     EXPECT_EQ(w.scored_from, expect_next);
     EXPECT_LE(w.end - w.begin, 32);
-    if (w.begin > 0) EXPECT_GE(w.scored_from - w.begin, 32 - 12);  // at least context - stride tokens before
+    if (w.begin > 0) {
+      EXPECT_GE(w.scored_from - w.begin, 32 - 12);  // at least context - stride tokens before
+    }
     scored += w.end - w.scored_from;
     expect_next = w.end;
   }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "model/layers/decoder_stream.h"
 #include "model/layers/mla_attention.h"
 #include "model/layers/moe.h"
 #include "model/layers/rope.h"
@@ -89,7 +90,7 @@ class DeepseekModel final : public Model {
     }
     const bool correction_bias = c.moe && c.moe->topk_method == weights::MoeConfig::kNoauxTc;
 
-    DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+    DRIFT_RETURN_IF_ERROR(stream_.load(loader, c));
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = fmt::format("model.layers.{}", i);
       DeepseekLayer layer;
@@ -106,12 +107,6 @@ class DeepseekModel final : public Model {
       }
       layers_.push_back(std::move(layer));
     }
-    DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
-    if (c.tie_word_embeddings) {
-      lm_head_.weight = embed_tokens_;
-    } else {
-      DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false));
-    }
     num_parameters_ = count_parameters();
     return Status::Ok();
   }
@@ -123,12 +118,7 @@ class DeepseekModel final : public Model {
   }
 
   void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
-    const DType t = ops_->compute_dtype();
-    const int64_t h = config_.hidden_size;
-    residual_ = ops_->alloc(t, {max_tokens, h});
-    normed_ = ops_->alloc(t, {max_tokens, h});
-    layer_out_ = ops_->alloc(t, {max_tokens, h});
-    gathered_ = ops_->alloc(t, {max_logits, h});
+    stream_.allocate(*ops_, max_tokens, max_logits, config_.hidden_size);
     mla_scratch_ = MlaScratch::allocate(*ops_, max_tokens, mla_);
     mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, config_.intermediate_size);
     if (config_.moe) moe_scratch_ = MoeScratch::allocate(*ops_, max_tokens, moe_);
@@ -136,26 +126,19 @@ class DeepseekModel final : public Model {
 
   void forward(const ForwardContext& ctx, const Tensor& logits) override {
     backend::Ops& ops = *ops_;
-    const int64_t n = ctx.num_tokens;
-    const Tensor residual = residual_.view.slice(0, n), normed = normed_.view.slice(0, n);
-    const Tensor out = layer_out_.view.slice(0, n);
-    ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
-    layers_[0].input_norm.forward(ops, residual, normed);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const DeepseekLayer& layer = layers_[i];
-      layer.attention.forward(ops, ctx, normed, mla_scratch_, out);
-      ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
-      if (layer.moe) {
-        layer.moe->forward(ops, normed, moe_scratch_, out);
-      } else {
-        layer.mlp->forward(ops, normed, mlp_scratch_, out);
-      }
-      const RmsNorm& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
-      ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
-    }
-    const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
-    ops.gather_rows(normed, ctx.logits_rows, rows);
-    lm_head_.forward(ops, rows, logits);
+    stream_.forward(
+        ops, ctx, layers_,
+        [&](const DeepseekLayer& layer, const Tensor& normed, const Tensor& out) {
+          layer.attention.forward(ops, ctx, normed, mla_scratch_, out);
+        },
+        [&](const DeepseekLayer& layer, const Tensor& normed, const Tensor& out) {
+          if (layer.moe) {
+            layer.moe->forward(ops, normed, moe_scratch_, out);
+          } else {
+            layer.mlp->forward(ops, normed, mlp_scratch_, out);
+          }
+        },
+        logits);
   }
 
  private:
@@ -179,11 +162,8 @@ class DeepseekModel final : public Model {
   backend::Buffer rope_table_;
   MlaSpec mla_;
   MoeSpec moe_;
-  backend::Buffer embed_tokens_;  // [vocab, hidden]
   std::vector<DeepseekLayer> layers_;
-  RmsNorm final_norm_;
-  Linear lm_head_;  // [vocab, hidden], the embedding itself when tied
-  backend::Buffer residual_, normed_, layer_out_, gathered_;
+  DecoderStream stream_;  // embedding, residual stream, final norm, LM head
   MlaScratch mla_scratch_;
   GatedMlpScratch mlp_scratch_;
   MoeScratch moe_scratch_;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "model/layers/decoder_stream.h"
 #include "model/layers/gqa_attention.h"
 #include "model/layers/moe.h"
 #include "model/layers/rope.h"
@@ -103,7 +104,7 @@ class GptOssModel final : public Model {
 
     const bool has_sliding =
         std::find(c.layer_types.begin(), c.layer_types.end(), weights::LayerAttention::kSliding) != c.layer_types.end();
-    DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+    DRIFT_RETURN_IF_ERROR(stream_.load(loader, c));
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = fmt::format("model.layers.{}", i);
       GqaAttentionSpec spec = attention_spec_;
@@ -120,12 +121,6 @@ class GptOssModel final : public Model {
       DRIFT_ASSIGN_OR_RETURN(layer.moe, load_gpt_oss_moe(loader, p + ".mlp", moe_, c.quant_method == "mxfp4"));
       layers_.push_back(std::move(layer));
     }
-    DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
-    if (c.tie_word_embeddings) {
-      lm_head_.weight = embed_tokens_;
-    } else {
-      DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false));
-    }
     num_parameters_ = count_parameters();
     return Status::Ok();
   }
@@ -137,34 +132,22 @@ class GptOssModel final : public Model {
   }
 
   void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
-    const DType t = ops_->compute_dtype();
-    const int64_t h = config_.hidden_size;
-    residual_ = ops_->alloc(t, {max_tokens, h});
-    normed_ = ops_->alloc(t, {max_tokens, h});
-    layer_out_ = ops_->alloc(t, {max_tokens, h});
-    gathered_ = ops_->alloc(t, {max_logits, h});
+    stream_.allocate(*ops_, max_tokens, max_logits, config_.hidden_size);
     attention_scratch_ = AttentionScratch::allocate(*ops_, max_tokens, attention_spec_);
     moe_scratch_ = MoeScratch::allocate(*ops_, max_tokens, moe_);
   }
 
   void forward(const ForwardContext& ctx, const Tensor& logits) override {
     backend::Ops& ops = *ops_;
-    const int64_t n = ctx.num_tokens;
-    const Tensor residual = residual_.view.slice(0, n), normed = normed_.view.slice(0, n);
-    const Tensor out = layer_out_.view.slice(0, n);
-    ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
-    layers_[0].input_norm.forward(ops, residual, normed);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const GptOssLayer& layer = layers_[i];
-      layer.attention.forward(ops, ctx, normed, attention_scratch_, out);
-      ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
-      layer.moe.forward(ops, normed, moe_scratch_, out);
-      const RmsNorm& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
-      ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
-    }
-    const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
-    ops.gather_rows(normed, ctx.logits_rows, rows);
-    lm_head_.forward(ops, rows, logits);
+    stream_.forward(
+        ops, ctx, layers_,
+        [&](const GptOssLayer& layer, const Tensor& normed, const Tensor& out) {
+          layer.attention.forward(ops, ctx, normed, attention_scratch_, out);
+        },
+        [&](const GptOssLayer& layer, const Tensor& normed, const Tensor& out) {
+          layer.moe.forward(ops, normed, moe_scratch_, out);
+        },
+        logits);
   }
 
  private:
@@ -184,11 +167,8 @@ class GptOssModel final : public Model {
   backend::Buffer rope_table_;
   GqaAttentionSpec attention_spec_;
   MoeSpec moe_;
-  backend::Buffer embed_tokens_;  // [vocab, hidden]
   std::vector<GptOssLayer> layers_;
-  RmsNorm final_norm_;
-  Linear lm_head_;  // [vocab, hidden]
-  backend::Buffer residual_, normed_, layer_out_, gathered_;
+  DecoderStream stream_;  // embedding, residual stream, final norm, LM head
   AttentionScratch attention_scratch_;
   MoeScratch moe_scratch_;
 };

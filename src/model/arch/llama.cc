@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "model/layers/decoder_stream.h"
 #include "model/layers/gqa_attention.h"
 #include "model/layers/rope.h"
 
@@ -34,7 +35,7 @@ class LlamaModel final : public Model {
                        .head_dim = c.head_dim, .qkv_bias = c.attention_bias, .o_bias = c.attention_out_bias,
                        .qk_norm = c.qk_norm, .sinks = false, .norm_eps = c.rms_norm_eps, .sliding_window = 0,
                        .rope = {rope_table_.view, int32_t(c.rope.rotary_dim), c.rope.interleaved}};
-    DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+    DRIFT_RETURN_IF_ERROR(stream_.load(loader, c));
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = fmt::format("model.layers.{}", i);
       LlamaLayer layer;
@@ -44,12 +45,6 @@ class LlamaModel final : public Model {
       DRIFT_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(loader, p + ".self_attn", attention_spec_));
       DRIFT_ASSIGN_OR_RETURN(layer.mlp, GatedMlp::load(loader, p + ".mlp", c.hidden_size, c.intermediate_size, c.mlp_bias));
       layers_.push_back(std::move(layer));
-    }
-    DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
-    if (c.tie_word_embeddings) {
-      lm_head_.weight = embed_tokens_;
-    } else {
-      DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false));
     }
     num_parameters_ = count_parameters();
     return Status::Ok();
@@ -62,34 +57,22 @@ class LlamaModel final : public Model {
   }
 
   void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
-    const DType t = ops_->compute_dtype();
-    const int64_t h = config_.hidden_size;
-    residual_ = ops_->alloc(t, {max_tokens, h});
-    normed_ = ops_->alloc(t, {max_tokens, h});
-    layer_out_ = ops_->alloc(t, {max_tokens, h});
-    gathered_ = ops_->alloc(t, {max_logits, h});
+    stream_.allocate(*ops_, max_tokens, max_logits, config_.hidden_size);
     attention_scratch_ = AttentionScratch::allocate(*ops_, max_tokens, attention_spec_);
     mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, config_.intermediate_size);
   }
 
   void forward(const ForwardContext& ctx, const Tensor& logits) override {
     backend::Ops& ops = *ops_;
-    const int64_t n = ctx.num_tokens;
-    const Tensor residual = residual_.view.slice(0, n), normed = normed_.view.slice(0, n);
-    const Tensor out = layer_out_.view.slice(0, n);
-    ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
-    layers_[0].input_norm.forward(ops, residual, normed);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const LlamaLayer& layer = layers_[i];
-      layer.attention.forward(ops, ctx, normed, attention_scratch_, out);
-      ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
-      layer.mlp.forward(ops, normed, mlp_scratch_, out);
-      const RmsNorm& next_norm = i + 1 < layers_.size() ? layers_[i + 1].input_norm : final_norm_;
-      ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
-    }
-    const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
-    ops.gather_rows(normed, ctx.logits_rows, rows);
-    lm_head_.forward(ops, rows, logits);
+    stream_.forward(
+        ops, ctx, layers_,
+        [&](const LlamaLayer& layer, const Tensor& normed, const Tensor& out) {
+          layer.attention.forward(ops, ctx, normed, attention_scratch_, out);
+        },
+        [&](const LlamaLayer& layer, const Tensor& normed, const Tensor& out) {
+          layer.mlp.forward(ops, normed, mlp_scratch_, out);
+        },
+        logits);
   }
 
  private:
@@ -109,11 +92,8 @@ class LlamaModel final : public Model {
   backend::Ops* ops_ = nullptr;
   backend::Buffer rope_table_;
   GqaAttentionSpec attention_spec_;
-  backend::Buffer embed_tokens_;  // [vocab, hidden]
   std::vector<LlamaLayer> layers_;
-  RmsNorm final_norm_;
-  Linear lm_head_;                // [vocab, hidden], the embedding itself when tied
-  backend::Buffer residual_, normed_, layer_out_, gathered_;
+  DecoderStream stream_;  // embedding, residual stream, final norm, LM head
   AttentionScratch attention_scratch_;
   GatedMlpScratch mlp_scratch_;
 };

@@ -1,0 +1,49 @@
+// DecoderStream: what every pre-norm decoder-only architecture shares around its layers: the token
+// embedding, the residual stream's step buffers, the final norm, the LM head and the loop that threads
+// the residual through the layers. An architecture file brings only its layers' attention and MLP.
+#pragma once
+
+#include "model/forward_context.h"
+#include "model/layers/linear.h"
+#include "weights/model_config.h"
+
+namespace drift::model {
+
+class DecoderStream {
+ public:
+  // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied.
+  Status load(WeightLoader& loader, const weights::ModelConfig& config);
+  void allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_logits, int64_t hidden);
+
+  // Runs the layers: layer.input_norm -> attend(layer, normed, out) -> residual add + post_attention_norm
+  // -> mix(layer, normed, out) -> residual add + the next layer's input norm (the final norm after the
+  // last). Then the rows asked for become logits [ctx.num_logits, vocab].
+  template <class Layer, class Attend, class Mix>
+  void forward(backend::Ops& ops, const ForwardContext& ctx, const std::vector<Layer>& layers, Attend attend, Mix mix,
+               const Tensor& logits) const {
+    const int64_t n = ctx.num_tokens;
+    const Tensor residual = residual_.view.slice(0, n), normed = normed_.view.slice(0, n);
+    const Tensor out = layer_out_.view.slice(0, n);
+    ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
+    layers[0].input_norm.forward(ops, residual, normed);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const Layer& layer = layers[i];
+      attend(layer, normed, out);
+      ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
+      mix(layer, normed, out);
+      const RmsNorm& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : final_norm_;
+      ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
+    }
+    const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
+    ops.gather_rows(normed, ctx.logits_rows, rows);
+    lm_head_.forward(ops, rows, logits);
+  }
+
+ private:
+  backend::Buffer embed_tokens_;  // [vocab, hidden]
+  RmsNorm final_norm_;
+  Linear lm_head_;                // [vocab, hidden], the embedding itself when tied
+  backend::Buffer residual_, normed_, layer_out_, gathered_;  // [max_tokens, hidden] x3, [max_logits, hidden]
+};
+
+}  // namespace drift::model
