@@ -30,6 +30,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/pdl.h"
 #include "model/registry.h"
 #include "runner/model_runner.h"
 #include "sample/cuda/cuda_sampler.h"
@@ -238,17 +239,26 @@ void roofline(const Shape& s, backend::CudaOps& ops, std::vector<RoofRow>& out) 
     auto x = ops.alloc(DType::kBF16, {64, l.k});
     ops.copy_from_host(x.view, random_bf16(size_t(64 * l.k), 3).data());
     auto o = ops.alloc(l.f32 ? DType::kF32 : DType::kBF16, {64, l.n});
-    for (auto [rows, gemv] : {std::pair<int64_t, bool>{1, true}, {1, false}, {16, false}, {64, false}}) {
-      ops.set_small_batch_gemv(gemv);
-      const Tensor xv = x.view.slice(0, rows), ov = o.view.slice(0, rows);
+    // m = 1 through the GEMV kernel and cuBLASLt; 16 and 64 rows through cuBLASLt. The option is put back
+    // afterwards: the model rows that follow run with the defaults.
+    const bool gemv0 = ops.options().small_batch_gemv;
+    struct Variant {
+      int64_t rows;
+      bool gemv;
+      const char* label;
+    };
+    for (const Variant& v : {Variant{1, true, " gemv"}, Variant{1, false, " cuBLASLt"}, Variant{16, false, ""},
+                             Variant{64, false, ""}}) {
+      ops.set_small_batch_gemv(v.gemv);
+      const Tensor xv = x.view.slice(0, v.rows), ov = o.view.slice(0, v.rows);
       int i = 0;
       const double t = time_on_stream(ops.stream(), 2, 5, [&] {
         for (int r = 0; r < reps; ++r) ops.linear(xv, ws[size_t(i++ % copies)].view, Tensor(), ov);
       }) / reps;
-      out.push_back({s.name, fmt::format("{} [{}x{}]{}", l.name, l.n, l.k, rows == 1 ? (gemv ? " gemv" : " cuBLASLt") : ""),
-                     rows, t * 1e6, w_bytes + 2.0 * rows * l.k + (l.f32 ? 4.0 : 2.0) * rows * l.n});
+      out.push_back({s.name, fmt::format("{} [{}x{}]{}", l.name, l.n, l.k, v.label), v.rows, t * 1e6,
+                     w_bytes + 2.0 * v.rows * l.k + (l.f32 ? 4.0 : 2.0) * v.rows * l.n});
     }
-    ops.set_small_batch_gemv(true);
+    ops.set_small_batch_gemv(gemv0);
   }
   // Decode attention: every sequence at 576 tokens, scattered over its own blocks.
   for (int64_t b : {1, 16, 64}) {
@@ -535,7 +545,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> models{"llama-3.1-8b", "llama-3.2-1b"};
   std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
   int prompt = 512, gen = 128;
-  bool gemv_compare = false, forward_only = true, eager = true, roof = false;
+  bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false;
   std::string markdown, loader = "fast";
   bool roofline_only = false;
   app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b"}));
@@ -549,6 +559,7 @@ int run(int argc, char** argv) {
   app.add_option("--loader", loader, "fast: bf16 shards written by 16 threads; random: WeightLoader::random")
       ->check(CLI::IsMember({"fast", "random"}));
   app.add_option("--roofline", roof, "time each op of a decode step alone (per model shape)");
+  app.add_option("--ablate", ablate, "batch-1 forward-only graph rows with PDL and the SwiGLU GEMV epilogue each switched");
   app.add_option("--roofline-only", roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
@@ -623,6 +634,30 @@ int run(int argc, char** argv) {
           rows.push_back(b.decode_forward_only(batch, graph));
           std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
         }
+    }
+    if (ablate) {
+      // Each switch alone against the defaults, and both off: the forward of one decode token, replayed
+      // from a graph captured under that setting.
+      struct Setting {
+        bool pdl, fuse;
+        const char* label;
+      };
+      const bool pdl0 = backend::cuda::pdl_enabled();
+      const auto& o = ops.options();
+      const bool fuse0 = o.fuse_swiglu_gemv;
+      for (const Setting& set : {Setting{pdl0, fuse0, "defaults"}, Setting{!pdl0, fuse0, "PDL switched"},
+                                 Setting{pdl0, !fuse0, "SwiGLU GEMV epilogue switched"},
+                                 Setting{false, false, "PDL and SwiGLU epilogue off"}}) {
+        backend::cuda::set_pdl_enabled(set.pdl);
+        ops.set_fuse_swiglu_gemv(set.fuse);
+        Row r = b.decode_forward_only(1, true);
+        r.workload = fmt::format("decode b=1 forward, graph: {} (pdl {}, swiglu epilogue {})", set.label,
+                                 set.pdl ? "on" : "off", set.fuse ? "on" : "off");
+        rows.push_back(r);
+        std::printf("  %-10s %9.1f tok/s\n", r.workload.c_str(), r.tok_s);
+      }
+      backend::cuda::set_pdl_enabled(pdl0);
+        ops.set_fuse_swiglu_gemv(fuse0);
     }
     write_table();
     std::fflush(stdout);

@@ -154,6 +154,21 @@ class Ops {
   }
   virtual void paged_attention(const PagedAttentionParams& p) = 0;
 
+  // Fusions a backend may do in one pass; the defaults run the unfused ops, and a fused version must give
+  // the same result as those (the same roundings), so models call these unconditionally.
+  // rope(q, kv.k, positions, rope) then write_kv(kv): q and kv.k rotated in place, K and V into the cache.
+  virtual void rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rotary, const WriteKvParams& kv) {
+    rope(q, kv.k, positions, rotary);
+    write_kv(kv);
+  }
+  // linear(x, w, bias, gate_up) then silu_mul(gate_up, act): a SwiGLU MLP's stacked [gate; up]
+  // projection and its activation. gate_up: [T, 2F] scratch that a fused version may leave unwritten.
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& gate_up,
+                               const Tensor& act) {
+    linear(x, w, bias, gate_up);
+    silu_mul(gate_up, act);
+  }
+
   // out[r] = [a[r], b[r]]: rows joined along the last dimension. a: [N, A], b: [N, B], out: [N, A + B].
   // MLA builds its cache row [latent | rope key] and its absorbed query [q_latent | q_rope] with it.
   virtual void concat(const Tensor& a, const Tensor& b, const Tensor& out) = 0;

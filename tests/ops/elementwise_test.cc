@@ -206,7 +206,7 @@ TEST_F(ElementwiseTest, WriteKvScattersRowsAndSkipsNegativeSlots) {
 
 TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {
   // Rows of a fused q/k/v projection, [T, (Hq + 2 Hk) * D]: rope rotates the q and k parts in place and
-  // write_kv copies the k and v parts, both through row strides. The CPU's strided result must equal its
+  // write_kv copies the k and v parts, both through row strides (also as the one op rope_write_kv). The CPU's strided result must equal its
   // packed one exactly, and the GPU's must match the CPU's as the packed ops do.
   const int64_t tokens = 9, hq = 8, hk = 2, d = 64, blocks = 4, block_size = 16, max_positions = 100;
   const int64_t stride = (hq + 2 * hk) * d;
@@ -232,7 +232,7 @@ TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {
   struct Result {
     std::vector<float> rows, k_cache, v_cache;
   };
-  auto run = [&](bool gpu, bool strided) {
+  auto run = [&](bool gpu, bool strided, bool fused_op = false) {
     backend::Ops& ops = gpu ? *gpu_ : *cpu_;
     auto up = [&](const std::vector<float>& v, std::initializer_list<int64_t> shape) {
       return gpu ? gpu_bf16(v, shape) : cpu_f32(v, shape);
@@ -248,9 +248,14 @@ TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {
     if (strided) {
       rope.q_row_stride = rope.k_row_stride = stride;
       const Tensor q = columns(rows.view, 0, hq), k = columns(rows.view, hq * d, hk), v = columns(rows.view, (hq + hk) * d, hk);
-      ops.rope(q, k, pos.view, rope);
-      ops.write_kv({.k = k, .v = v, .slot_mapping = slot.view, .k_cache = kc.view, .v_cache = vc.view,
-                    .k_row_stride = stride, .v_row_stride = stride});
+      const backend::WriteKvParams kv{.k = k, .v = v, .slot_mapping = slot.view, .k_cache = kc.view,
+                                      .v_cache = vc.view, .k_row_stride = stride, .v_row_stride = stride};
+      if (fused_op) {
+        ops.rope_write_kv(q, pos.view, rope, kv);
+      } else {
+        ops.rope(q, k, pos.view, rope);
+        ops.write_kv(kv);
+      }
       r.rows = gpu ? read_gpu(rows.view) : read_cpu(rows.view);
     } else {
       // The packed reference: q, k and v copied apart first, then written back into fused rows to compare.
@@ -282,6 +287,12 @@ TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {
   EXPECT_CLOSE(gpu_strided.rows, cpu_strided.rows, kBf16Out);
   EXPECT_CLOSE(gpu_strided.k_cache, cpu_strided.k_cache, kBf16Out);
   EXPECT_EQ(gpu_strided.v_cache, cpu_strided.v_cache);
+  // rope_write_kv: one kernel on the GPU, the same bits as the two ops.
+  const Result gpu_fused = run(true, true, true), cpu_fused = run(false, true, true);
+  EXPECT_EQ(gpu_fused.rows, gpu_strided.rows);
+  EXPECT_EQ(gpu_fused.k_cache, gpu_strided.k_cache);
+  EXPECT_EQ(gpu_fused.v_cache, gpu_strided.v_cache);
+  EXPECT_EQ(cpu_fused.k_cache, cpu_strided.k_cache);
 }
 
 TEST_F(ElementwiseTest, ConcatJoinsRows) {

@@ -1,7 +1,8 @@
 // linear and batched_linear against the CPU backend (OpenBLAS sgemm on the same bf16-exact inputs).
 // Both accumulate in fp32, so the difference is summation order plus the rounding of a bf16 output:
 // tolerance 5e-3 relative L2 (fp32 logits: 1e-4). Rows 1..4 take the GEMV kernel, more rows cuBLASLt;
-// every small case also runs with the GEMV kernel switched off.
+// every small case also runs with the GEMV kernel switched off. linear_silu_mul (the stacked gate/up projection with
+// the activation in the GEMV's epilogue) must equal linear then silu_mul exactly, and match the CPU.
 #include <array>
 
 #include "op_test_util.h"
@@ -27,7 +28,9 @@ TEST_F(LinearTest, LinearMatchesCpu) {
                               LinearCase{1, 704, 64, false, true}, LinearCase{3, 704, 64, true, true},
                               LinearCase{5, 704, 96, true, true}, LinearCase{17, 512, 1024, true, false},
                               LinearCase{64, 256, 1024, false, false}, LinearCase{130, 384, 72, false, false},
-                              LinearCase{7, 96, 24, true, false}, LinearCase{1, 128256 / 8, 2048, false, true}}) {
+                              LinearCase{7, 96, 24, true, false}, LinearCase{1, 128256 / 8, 2048, false, true},
+                              LinearCase{2, 300, 20480, true, false}, LinearCase{1, 4104, 14336, false, false},
+                              LinearCase{4, 2053, 4096, true, true}}) {
     const auto x = random_values(c.m * c.k), w = random_values(c.n * c.k, 0.05f), b = random_values(c.n);
     auto c_x = cpu_f32(x, {c.m, c.k});
     auto c_w = cpu_f32(w, {c.n, c.k});
@@ -49,6 +52,41 @@ TEST_F(LinearTest, LinearMatchesCpu) {
       EXPECT_CLOSE(read_gpu(g_out.view), want, tolerance)
           << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias << " f32=" << c.out_f32
           << (ops == gpu_.get() ? " (gemv allowed)" : " (cuBLASLt)");
+    }
+  }
+}
+
+TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
+  auto unfused_ops = backend::make_cuda_ops({.fuse_swiglu_gemv = false});
+  ASSERT_TRUE(unfused_ops.ok());
+  for (auto [m, ffn, k, bias] : {std::array<int64_t, 4>{1, 8192, 2048, 0}, {2, 1000, 64, 1}, {3, 513, 4096, 0},
+                                 {4, 2048, 1024, 1}, {1, 7, 14336, 0}, {9, 256, 512, 1}}) {
+    const auto x = random_values(m * k), w = random_values(2 * ffn * k, 0.05f), b = random_values(2 * ffn);
+    auto c_x = cpu_f32(x, {m, k});
+    auto c_w = cpu_f32(w, {2 * ffn, k});
+    auto c_b = cpu_f32(b, {2 * ffn});
+    auto c_gu = cpu_->alloc(DType::kF32, {m, 2 * ffn});
+    auto c_act = cpu_->alloc(DType::kF32, {m, ffn});
+    cpu_->linear_silu_mul(c_x.view, c_w.view, bias ? c_b.view : Tensor(), c_gu.view, c_act.view);
+    const auto want = read_cpu(c_act.view);
+
+    auto g_x = gpu_bf16(x, {m, k});
+    auto g_w = gpu_bf16(w, {2 * ffn, k});
+    auto g_b = gpu_bf16(b, {2 * ffn});
+    std::vector<std::vector<float>> results;
+    for (backend::Ops* ops : {gpu_.get(), unfused_ops->get()}) {
+      auto gate_up = gpu_poisoned(DType::kBF16, {m, 2 * ffn});
+      auto act = gpu_poisoned(DType::kBF16, {m, ffn});
+      gpu_->synchronize();
+      ops->linear_silu_mul(g_x.view, g_w.view, bias ? g_b.view : Tensor(), gate_up.view, act.view);
+      ops->synchronize();
+      results.push_back(read_gpu(act.view));
+      EXPECT_CLOSE(results.back(), want, kGemmBf16)
+          << "m=" << m << " ffn=" << ffn << " k=" << k << (ops == gpu_.get() ? " fused" : " unfused");
+    }
+    // The fused GEMV rounds gate and up to bf16 as the unfused pair does: the same bits.
+    if (m <= 4) {
+      EXPECT_EQ(results[0], results[1]) << "m=" << m << " ffn=" << ffn << " k=" << k;
     }
   }
 }

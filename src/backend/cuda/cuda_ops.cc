@@ -60,6 +60,8 @@ CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
   DRIFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cublas_workspace_ = device_alloc(options.cublas_workspace_bytes);
   attention_workspace_ = device_alloc(options.attention_workspace_bytes);
+  split_counters_ = device_alloc(kMaxSplitCounters * sizeof(int32_t));
+  DRIFT_CUDA_CHECK(cudaMemset(split_counters_.get(), 0, kMaxSplitCounters * sizeof(int32_t)));
   lt_ = std::make_unique<cuda::CublasLt>(cublas_workspace_.get(), options.cublas_workspace_bytes, num_sms_);
 }
 
@@ -175,7 +177,10 @@ void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const
             stream_);
 }
 
-void CudaOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) {
+namespace {
+
+// Shape checks shared by the op and its fused form.
+cuda::RotaryParams rotary_params(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) {
   check_dtype(q, DType::kBF16, "rope q");
   check_dtype(positions, DType::kI32, "rope positions");
   check_dtype(p.cos_sin, DType::kF32, "rope table");
@@ -199,14 +204,19 @@ void CudaOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, co
                 p.k_row_stride, k_packed);
     k_stride = p.k_row_stride > 0 ? p.k_row_stride : k_packed;
   }
-  cuda::run(cuda::RotaryParams{.q = bf16_mut(q), .k = k.defined() ? bf16_mut(k) : nullptr,
+  return cuda::RotaryParams{.q = bf16_mut(q), .k = k.defined() ? bf16_mut(k) : nullptr,
                                .positions = i32_ptr(positions), .cos_sin = p.cos_sin.data_as<float>(),
                                .num_tokens = num_tokens, .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : q_packed,
                                .k_row_stride = k_stride, .num_q_heads = int32_t(q.size(1)),
                                .num_k_heads = k.defined() ? int32_t(k.size(1)) : 0, .head_dim = int32_t(q.size(2)),
                                .rotary_dim = p.rotary_dim, .max_positions = int32_t(p.cos_sin.size(0)),
-                               .interleaved = p.interleaved},
-            stream_);
+                               .interleaved = p.interleaved};
+}
+
+}  // namespace
+
+void CudaOps::rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) {
+  cuda::run(rotary_params(q, k, positions, p), stream_);
 }
 
 void CudaOps::silu_mul(const Tensor& gate_up, const Tensor& out) {
@@ -218,6 +228,29 @@ void CudaOps::silu_mul(const Tensor& gate_up, const Tensor& out) {
   cuda::run(cuda::SiluMulParams{.gate_up = bf16_ptr(gate_up), .out = bf16_mut(out), .num_rows = out.numel() / ffn,
                                 .ffn = ffn},
             stream_);
+}
+
+void CudaOps::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& gate_up,
+                              const Tensor& act) {
+  check_dtype(x, DType::kBF16, "linear_silu_mul x");
+  check_dtype(w, DType::kBF16, "linear_silu_mul weight");
+  check_dtype(act, DType::kBF16, "linear_silu_mul act");
+  const int64_t n = w.size(0), k = w.size(1), m = x.numel() / k;
+  DRIFT_CHECK_EQ(x.size(-1), k);
+  DRIFT_CHECK_EQ(n % 2, int64_t(0));
+  DRIFT_CHECK_EQ(act.numel(), m * n / 2);
+  if (bias.defined()) {
+    check_dtype(bias, DType::kBF16, "linear_silu_mul bias");
+    DRIFT_CHECK_EQ(bias.numel(), n);
+  }
+  const cuda::GemmParams gemm{.x = bf16_ptr(x), .w = bf16_ptr(w), .bias = bias.defined() ? bf16_ptr(bias) : nullptr,
+                              .out = act.data, .m = m, .n = n, .k = k, .allow_gemv = options_.small_batch_gemv,
+                              .swiglu = true, .lt = lt_.get()};
+  if (!options_.fuse_swiglu_gemv || !cuda::gemv_supports(gemm)) {  // cuBLASLt (many rows) or unfused
+    Ops::linear_silu_mul(x, w, bias, gate_up, act);
+    return;
+  }
+  cuda::run(gemm, stream_);
 }
 
 void CudaOps::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
@@ -242,7 +275,10 @@ void CudaOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
             stream_);
 }
 
-void CudaOps::write_kv(const WriteKvParams& p) {
+namespace {
+
+// Shape checks shared by the op and its fused form.
+cuda::KvWriteParams kv_write_params(const WriteKvParams& p) {
   const Tensor &k = p.k, &v = p.v, &k_cache = p.k_cache, &v_cache = p.v_cache;
   check_device(k, "write_kv k");
   check_dtype(p.slot_mapping, DType::kI32, "write_kv slot_mapping");
@@ -264,12 +300,20 @@ void CudaOps::write_kv(const WriteKvParams& p) {
     DRIFT_CHECK_EQ(int64_t(v_cache.nbytes()), num_slots * v_row_bytes);
     DRIFT_CHECK_GE(v_stride_bytes, v_row_bytes);
   }
-  cuda::run(cuda::KvWriteParams{.k = k.data, .v = v.defined() ? v.data : nullptr,
+  return cuda::KvWriteParams{.k = k.data, .v = v.defined() ? v.data : nullptr,
                                 .slot_mapping = i32_ptr(p.slot_mapping), .k_cache = k_cache.data,
                                 .v_cache = v.defined() ? v_cache.data : nullptr, .num_tokens = num_tokens,
                                 .num_slots = num_slots, .k_row_bytes = k_row_bytes, .v_row_bytes = v_row_bytes,
-                                .k_stride_bytes = k_stride_bytes, .v_stride_bytes = v_stride_bytes},
-            stream_);
+                                .k_stride_bytes = k_stride_bytes, .v_stride_bytes = v_stride_bytes};
+}
+
+}  // namespace
+
+void CudaOps::write_kv(const WriteKvParams& p) { cuda::run(kv_write_params(p), stream_); }
+
+void CudaOps::rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rope, const WriteKvParams& kv) {
+  DRIFT_CHECK_EQ(kv.slot_mapping.numel(), positions.numel());
+  cuda::run(rotary_params(q, kv.k, positions, rope), kv_write_params(kv), stream_);
 }
 
 void CudaOps::paged_attention(const PagedAttentionParams& p) {
@@ -334,6 +378,7 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
     if (a.num_splits > 1) {
       a.partial_out = static_cast<float*>(attention_workspace_.get());
       a.partial_lse = a.partial_out + int64_t(num_tokens) * num_heads * a.num_splits * head_dim;
+      if (ctas <= kMaxSplitCounters) a.split_counters = static_cast<int32_t*>(split_counters_.get());
     }
     cuda::run_decode_attention(a, stream_);
     return;

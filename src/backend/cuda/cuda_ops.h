@@ -21,6 +21,9 @@ struct CudaOptions {
   int device = 0;
   // Linears of at most 4 rows (decode) through the GEMV kernel instead of cuBLASLt.
   bool small_batch_gemv = true;
+  // linear_silu_mul of at most 4 rows as one GEMV whose CTAs hold each gate row with its up row and
+  // write the activation (else the GEMV, then silu_mul).
+  bool fuse_swiglu_gemv = true;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
@@ -66,6 +69,9 @@ class CudaOps final : public Ops {
   using Ops::write_kv;
   void write_kv(const WriteKvParams& p) override;
   void paged_attention(const PagedAttentionParams& p) override;
+  void rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rope, const WriteKvParams& kv) override;
+  void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& gate_up,
+                       const Tensor& act) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   // Not on this backend yet (the MoE issue): they abort with a message naming the op.
@@ -78,12 +84,15 @@ class CudaOps final : public Ops {
   const CudaOptions& options() const { return options_; }
   // Benchmarks compare the GEMV kernel with cuBLASLt on the same loaded model.
   void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
+  void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
 
  private:
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 0;
-  std::shared_ptr<void> cublas_workspace_, attention_workspace_;
+  // Decode attention's per-(token, kv head) split counters: its last split merges the rest (one launch).
+  static constexpr int64_t kMaxSplitCounters = 1 << 16;
+  std::shared_ptr<void> cublas_workspace_, attention_workspace_, split_counters_;
   std::unique_ptr<cuda::CublasLt> lt_;
 };
 

@@ -79,10 +79,10 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   }
   backend::RopeParams rope = spec_.rope;
   rope.q_row_stride = rope.k_row_stride = row_stride;
-  ops.rope(q_heads, k_heads, ctx.positions, rope);
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
-  ops.write_kv({.k = k_heads, .v = v_heads, .slot_mapping = kv.slot_mapping, .k_cache = k_cache_.view,
-                .v_cache = v_cache_.view, .k_row_stride = row_stride, .v_row_stride = row_stride});
+  ops.rope_write_kv(q_heads, ctx.positions, rope,
+                    {.k = k_heads, .v = v_heads, .slot_mapping = kv.slot_mapping, .k_cache = k_cache_.view,
+                     .v_cache = v_cache_.view, .k_row_stride = row_stride, .v_row_stride = row_stride});
 
   const Tensor attn = scratch.attn.view.slice(0, n);
   backend::PagedAttentionParams p;
@@ -117,8 +117,7 @@ GatedMlpScratch GatedMlp::allocate_scratch(backend::Ops& ops, int64_t max_tokens
 void GatedMlp::forward(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const {
   const int64_t n = x.size(0);
   const Tensor gate_up = scratch.gate_up.view.slice(0, n), act = scratch.act.view.slice(0, n);
-  gate_up_.forward(ops, x, gate_up);
-  ops.silu_mul(gate_up, act);
+  ops.linear_silu_mul(x, gate_up_.weight.view, gate_up_.bias.view, gate_up, act);
   down_.forward(ops, act, out);
 }
 

@@ -14,6 +14,7 @@
 #include <climits>
 #include <cmath>
 
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/runtime/check.h"
 #include "sample/cuda/sample_kernel.h"
 #include "sample/random.h"
@@ -263,6 +264,8 @@ __device__ float mass_threshold(int64_t n, double needed, Weight weight, Scratch
 
 // grid: num_rows; block: kThreads.
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
+  backend::cuda::pdl_launch_dependents();
+  backend::cuda::pdl_wait();
   __shared__ Scratch s;
   const int row = blockIdx.x;
   const int tid = threadIdx.x;
@@ -395,8 +398,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 
 void run(const SampleParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return;
-  sample_kernel<<<unsigned(p.num_rows), kThreads, 0, stream>>>(p);
-  DRIFT_CUDA_CHECK_LAUNCH();
+  backend::cuda::launch(sample_kernel, unsigned(p.num_rows), kThreads, 0, stream, p);
 }
 
 }  // namespace drift::sample::cuda

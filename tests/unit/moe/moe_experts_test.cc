@@ -103,7 +103,9 @@ TEST_P(MoeExpertsTest, MatchesAPerTokenLoop) {
       EXPECT_NEAR(got[size_t(i * h + d)], want[size_t(d)], 1e-4 * std::max(1.0, std::fabs(want[size_t(d)])))
           << "token " << i << " feature " << d;
   }
-  if (c.limit > 0.0f) EXPECT_GT(clamped, 0) << "the inputs never reached the clamp";
+  if (c.limit > 0.0f) {
+    EXPECT_GT(clamped, 0) << "the inputs never reached the clamp";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, MoeExpertsTest,

@@ -39,6 +39,17 @@ __device__ __forceinline__ uint4 load16_stream(const void* p) {
 }
 __device__ __forceinline__ void store16(void* p, const uint4& v) { *reinterpret_cast<uint4*>(p) = v; }
 
+// The block's threads copy `bytes` from src to dst in units of Unit (bytes % sizeof(Unit) == 0).
+template <class Unit>
+__device__ __forceinline__ void block_copy(const void* src, void* dst, int64_t bytes) {
+  const Unit* s = reinterpret_cast<const Unit*>(src);
+  Unit* d = reinterpret_cast<Unit*>(dst);
+  for (int64_t i = threadIdx.x; i < bytes / int64_t(sizeof(Unit)); i += blockDim.x) d[i] = s[i];
+}
+
+// The SwiGLU gate, in the form every kernel that applies it shares (so fused and unfused paths agree).
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -10,6 +11,8 @@ namespace drift::backend::cuda {
 namespace {
 
 __global__ void add_bf16_kernel(AddParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const bf16* a = static_cast<const bf16*>(p.a);
   const bf16* b = static_cast<const bf16*>(p.b);
   bf16* out = static_cast<bf16*>(p.out);
@@ -18,6 +21,8 @@ __global__ void add_bf16_kernel(AddParams p) {
 }
 
 __global__ void add_f32_kernel(AddParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const float* a = static_cast<const float*>(p.a);
   const float* b = static_cast<const float*>(p.b);
   float* out = static_cast<float*>(p.out);
@@ -32,10 +37,9 @@ void run(const AddParams& p, cudaStream_t stream) {
   const int threads = 256;
   const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(p.n, threads), 65536));
   if (p.f32)
-    add_f32_kernel<<<blocks, threads, 0, stream>>>(p);
+    launch(add_f32_kernel, blocks, threads, 0, stream, p);
   else
-    add_bf16_kernel<<<blocks, threads, 0, stream>>>(p);
-  DRIFT_CUDA_CHECK_LAUNCH();
+    launch(add_bf16_kernel, blocks, threads, 0, stream, p);
 }
 
 }  // namespace drift::backend::cuda

@@ -1,5 +1,6 @@
 // concat: rows of a and b joined along the last dimension (MLA's cache rows and absorbed queries).
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -10,6 +11,8 @@ namespace {
 // grid: num_rows blocks; bytes copied one at a time when rows are not 16-byte multiples.
 template <class Unit>
 __global__ void concat_kernel(ConcatParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t row = blockIdx.x;
   const int64_t a_units = p.a_row_bytes / int64_t(sizeof(Unit)), b_units = p.b_row_bytes / int64_t(sizeof(Unit));
   const Unit* a = static_cast<const Unit*>(p.a) + row * a_units;
@@ -27,10 +30,9 @@ void run(const ConcatParams& p, cudaStream_t stream) {
   const bool wide = p.a_row_bytes % 16 == 0 && p.b_row_bytes % 16 == 0 && aligned16(p.a) && aligned16(p.b) &&
                     aligned16(p.out);
   if (wide)
-    concat_kernel<uint4><<<unsigned(p.num_rows), 128, 0, stream>>>(p);
+    launch(concat_kernel<uint4>, unsigned(p.num_rows), 128, 0, stream, p);
   else
-    concat_kernel<uint8_t><<<unsigned(p.num_rows), 128, 0, stream>>>(p);
-  DRIFT_CUDA_CHECK_LAUNCH();
+    launch(concat_kernel<uint8_t>, unsigned(p.num_rows), 128, 0, stream, p);
 }
 
 }  // namespace drift::backend::cuda

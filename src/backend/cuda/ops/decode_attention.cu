@@ -1,7 +1,9 @@
 // Decode attention (flash decoding): one CTA per (key split, kv head, query token). All query heads of
 // the kv head's group are handled together, so each K/V row is read once per group. Each thread covers
-// 8 dimensions of one key at a time; a CTA walks its split in chunks of 64 keys (scores into shared
-// memory, an online softmax per head, then P V), and a second kernel merges the splits. The split
+// 8 dimensions of one key at a time; a CTA walks its split in chunks of 64 keys (32 at head_dim 128),
+// copying the next chunk's K/V into shared memory asynchronously while it computes on the current one
+// (scores into shared memory, an online softmax per head, then P V). The last split of a (token, kv head)
+// to finish merges the splits in the same launch (split counters), else a second kernel does. Split
 // boundaries come from the context length on the device, so the launch only depends on shapes and a
 // decode step can be captured into a CUDA graph (contract 11).
 //
@@ -10,6 +12,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -19,21 +22,57 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunk = 64;  // keys per iteration
 constexpr int kMaxGroup = 8;
 constexpr float kLog2e = 1.4426950408889634f;
+
+// 16 bytes global -> shared without passing through registers (zeros when !valid).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// out[row, d] from the num_splits partial results of row (= token * num_heads + head), the sink joining
+// the softmax. Partials are read through L2 (__ldcg): another CTA wrote them in this same launch.
+__device__ void merge_splits(const AttentionParams& p, int64_t row, int head, int d) {
+  const float* lse = p.partial_lse + row * p.num_splits * 2;
+  float m = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, __ldcg(lse + 2 * s));
+  const float base = m == -INFINITY ? 0.0f : m;
+  float l = p.sinks != nullptr ? exp2f(p.sinks[head] * kLog2e - base) : 0.0f;
+  float o = 0.0f;
+  for (int s = 0; s < p.num_splits; ++s) {
+    const float w = exp2f(__ldcg(lse + 2 * s) - base);
+    l += __ldcg(lse + 2 * s + 1) * w;
+    o += __ldcg(p.partial_out + (row * p.num_splits + s) * p.head_dim + d) * w;
+  }
+  p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+}
 
 // grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
 // kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8.
 template <int kDim, int kGroup>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
-  constexpr int kLanesPerKey = kDim / 8;  // threads sharing one key row, 8 dimensions each
+  pdl_launch_dependents();
+  pdl_wait();
+  constexpr int kChunk = kDim > 64 ? 32 : 64;  // keys per iteration: 8 KB of K and 8 KB of V either way
+  constexpr int kLanesPerKey = kDim / 8;       // threads sharing one key row, 8 dimensions each
   constexpr int kKeysPerPass = kThreads / kLanesPerKey;
   constexpr int kPasses = kChunk / kKeysPerPass;
+  constexpr int kScoresPerLane = kChunk / 32;
   constexpr int kGroupsPerWarp = (kGroup + kWarps - 1) / kWarps;
+  constexpr int kStageBytes = 2 * kChunk * kDim * 2;  // K then V, bf16
+  constexpr int kReduceBytes = kKeysPerPass * kGroup * kDim * 4;
+  // Two stages of K/V (the chunk being read and the next one in flight), reused for the final reduction.
+  __shared__ alignas(16) uint8_t stages[2 * kStageBytes > kReduceBytes ? 2 * kStageBytes : kReduceBytes];
   __shared__ float scores[kGroup][kChunk];
   __shared__ float alpha_s[kGroup], max_s[kGroup], sum_s[kGroup];
-  __shared__ float reduce[kKeysPerPass][kGroup][kDim];
 
   const int split = blockIdx.x, kv_head = blockIdx.y, token = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -56,6 +95,29 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int begin = key_lo + split * per_split;
   const int end = min(key_lo + num_keys, begin + per_split);
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
+
+  // This thread's 16-byte pieces of a chunk: key ps * kKeysPerPass + key_lane, dimensions dim_lane * 8..
+  // It copies them into a stage asynchronously and later reads back only those, so waiting on its own
+  // copies is enough. Keys past the split's end and dimensions past head_dim are zero-filled.
+  auto k_piece = [&](int stage, int ps) {
+    return stages + stage * kStageBytes + ((ps * kKeysPerPass + key_lane) * kDim + dim_lane * 8) * 2;
+  };
+  auto issue = [&](int chunk0, int stage) {
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) {
+      const int key = chunk0 + ps * kKeysPerPass + key_lane;
+      const bool valid = key < end && dim_valid;
+      int64_t offset = 0;
+      if (valid) {
+        const int64_t slot = int64_t(table[key / p.block_size]) * p.block_size + key % p.block_size;
+        offset = (slot * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
+      }
+      uint8_t* k_dst = k_piece(stage, ps);
+      cp_async16(k_dst, p.k_cache + offset, valid);
+      cp_async16(k_dst + kChunk * kDim * 2, p.v_cache + offset, valid);
+    }
+    cp_async_commit();
+  };
 
   // This thread's 8 dimensions of every query head of the group, pre-scaled into log2 units.
   float q[kGroup][8];
@@ -84,25 +146,20 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     run_sum[i] = 0.0f;
   }
 
-  for (int chunk0 = begin; chunk0 < end; chunk0 += kChunk) {
-    // K and V rows of this thread's keys, all loads in flight together.
-    uint4 kv[kPasses], vv[kPasses];
-#pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps) {
-      const int key = chunk0 + ps * kKeysPerPass + key_lane;
-      if (key < end && dim_valid) {
-        const int64_t slot = int64_t(table[key / p.block_size]) * p.block_size + key % p.block_size;
-        const int64_t offset = (slot * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
-        kv[ps] = load16(p.k_cache + offset);
-        vv[ps] = load16(p.v_cache + offset);
-      } else {
-        kv[ps] = vv[ps] = make_uint4(0, 0, 0, 0);
-      }
+  if (begin < end) issue(begin, 0);
+  for (int chunk0 = begin, it = 0; chunk0 < end; chunk0 += kChunk, ++it) {
+    const int stage = it & 1;
+    // The next chunk's copies go out before this one's arithmetic.
+    if (chunk0 + kChunk < end) {
+      issue(chunk0 + kChunk, stage ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
       float kf[8];
-      bf16x8_to_float(kv[ps], kf);
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps)), kf);
       const int k_idx = ps * kKeysPerPass + key_lane;
       const bool in_range = chunk0 + k_idx < end;
 #pragma unroll
@@ -116,20 +173,30 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     }
     __syncthreads();
 
-    // Online softmax, one warp per head: two keys per lane.
+    // Online softmax, one warp per head: kScoresPerLane keys per lane.
 #pragma unroll
     for (int i = 0; i < kGroupsPerWarp; ++i) {
       const int g = warp + i * kWarps;
       if (g < kGroup) {
-        const float s0 = scores[g][lane], s1 = scores[g][lane + 32];
-        const float mx = fmaxf(run_max[i], warp_max(fmaxf(s0, s1)));
+        float sc[kScoresPerLane];
+        float mx_local = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < kScoresPerLane; ++j) {
+          sc[j] = scores[g][lane + 32 * j];
+          mx_local = fmaxf(mx_local, sc[j]);
+        }
+        const float mx = fmaxf(run_max[i], warp_max(mx_local));
         const float base = mx == -INFINITY ? 0.0f : mx;
-        const float e0 = exp2f(s0 - base), e1 = exp2f(s1 - base);
+        float e_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kScoresPerLane; ++j) {
+          sc[j] = exp2f(sc[j] - base);
+          e_sum += sc[j];
+          scores[g][lane + 32 * j] = sc[j];
+        }
         const float alpha = exp2f(run_max[i] - base);
-        run_sum[i] = run_sum[i] * alpha + warp_sum(e0 + e1);
+        run_sum[i] = run_sum[i] * alpha + warp_sum(e_sum);
         run_max[i] = mx;
-        scores[g][lane] = e0;
-        scores[g][lane + 32] = e1;
         if (lane == 0) alpha_s[g] = alpha;
       }
     }
@@ -146,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       const int k_idx = ps * kKeysPerPass + key_lane;
       if (chunk0 + k_idx >= end) continue;
       float vf[8];
-      bf16x8_to_float(vv[ps], vf);
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps) + kChunk * kDim * 2), vf);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         const float w = scores[g][k_idx];
@@ -156,6 +223,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     }
     __syncthreads();  // scores and alpha_s are rewritten by the next chunk
   }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages become the reduction buffer
+  float(&reduce)[kKeysPerPass][kGroup][kDim] = *reinterpret_cast<float(*)[kKeysPerPass][kGroup][kDim]>(stages);
 
   // Sum the key lanes' partial outputs; then normalise (one split) or write this split's partials.
 #pragma unroll
@@ -196,32 +266,41 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       }
     }
   }
+  if (p.num_splits == 1 || p.split_counters == nullptr) return;
+
+  // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
+  // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
+  if (tid == 0) is_last = atomicAdd(counter, 1) == p.num_splits - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
+    const int h = kv_head * group + idx / p.head_dim;
+    merge_splits(p, int64_t(token) * p.num_heads + h, h, idx % p.head_dim);
+  }
+  if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
-// grid: (num_tokens, num_heads); block: 128 threads over head_dim. Merges the splits' partial outputs.
+// grid: (num_tokens, num_heads); block: 128 threads over head_dim. Merges the splits' partial outputs
+// (when there are no split counters to merge in the decode kernel itself).
 __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
-  const float* lse = p.partial_lse + row * p.num_splits * 2;
-  float m = p.sinks != nullptr ? p.sinks[blockIdx.y] * kLog2e : -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, lse[2 * s]);
-  const float base = m == -INFINITY ? 0.0f : m;
-  float l = p.sinks != nullptr ? exp2f(p.sinks[blockIdx.y] * kLog2e - base) : 0.0f;
-  for (int s = 0; s < p.num_splits; ++s) l += lse[2 * s + 1] * exp2f(lse[2 * s] - base);
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) o += p.partial_out[(row * p.num_splits + s) * p.head_dim + d] * exp2f(lse[2 * s] - base);
-    p.out[row * p.head_dim + d] = __float2bfloat16(o * inv);
-  }
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) merge_splits(p, row, int(blockIdx.y), d);
 }
 
 template <int kDim>
 void launch_dim(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
-  if (group <= 1) decode_attention_kernel<kDim, 1><<<grid, kThreads, 0, stream>>>(p);
-  else if (group <= 2) decode_attention_kernel<kDim, 2><<<grid, kThreads, 0, stream>>>(p);
-  else if (group <= 4) decode_attention_kernel<kDim, 4><<<grid, kThreads, 0, stream>>>(p);
-  else decode_attention_kernel<kDim, 8><<<grid, kThreads, 0, stream>>>(p);
+  if (group <= 1) launch(decode_attention_kernel<kDim, 1>, grid, kThreads, 0, stream, p);
+  else if (group <= 2) launch(decode_attention_kernel<kDim, 2>, grid, kThreads, 0, stream, p);
+  else if (group <= 4) launch(decode_attention_kernel<kDim, 4>, grid, kThreads, 0, stream, p);
+  else launch(decode_attention_kernel<kDim, 8>, grid, kThreads, 0, stream, p);
 }
 
 }  // namespace
@@ -264,10 +343,8 @@ void run_decode_attention(const AttentionParams& p, cudaStream_t stream) {
     launch_dim<64>(p, grid, stream);
   else
     launch_dim<128>(p, grid, stream);
-  DRIFT_CUDA_CHECK_LAUNCH();
-  if (p.num_splits > 1) {
-    combine_splits_kernel<<<dim3(unsigned(p.num_tokens), unsigned(p.num_heads)), kThreads, 0, stream>>>(p);
-    DRIFT_CUDA_CHECK_LAUNCH();
+  if (p.num_splits > 1 && p.split_counters == nullptr) {
+    launch(combine_splits_kernel, dim3(unsigned(p.num_tokens), unsigned(p.num_heads)), kThreads, 0, stream, p);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -12,6 +13,8 @@ namespace {
 // grid: num_rows blocks; each block copies one row (zeros for an index out of range).
 template <class Unit>
 __global__ void gather_rows_kernel(GatherRowsParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t row = blockIdx.x;
   const int64_t units = p.row_bytes / int64_t(sizeof(Unit));
   const int32_t src_row = p.index[row];
@@ -34,10 +37,9 @@ void run(const GatherRowsParams& p, cudaStream_t stream) {
   const int64_t units = wide ? p.row_bytes / 16 : p.row_bytes;
   const int threads = int(std::min<int64_t>(256, std::max<int64_t>(32, ceil_div(units, 32) * 32)));
   if (wide)
-    gather_rows_kernel<uint4><<<unsigned(p.num_rows), threads, 0, stream>>>(p);
+    launch(gather_rows_kernel<uint4>, unsigned(p.num_rows), threads, 0, stream, p);
   else
-    gather_rows_kernel<uint8_t><<<unsigned(p.num_rows), threads, 0, stream>>>(p);
-  DRIFT_CUDA_CHECK_LAUNCH();
+    launch(gather_rows_kernel<uint8_t>, unsigned(p.num_rows), threads, 0, stream, p);
 }
 
 }  // namespace drift::backend::cuda

@@ -81,19 +81,26 @@ struct KvWriteParams {
   int64_t k_stride_bytes = 0, v_stride_bytes = 0;
 };
 void run(const KvWriteParams& p, cudaStream_t stream);
+bool kv_write_wide(const KvWriteParams& p);  // whether rows can move in 16-byte units
+
+// Rotary embedding, then the token's K and V rows into the cache (k of the rotary params is kv.k): one
+// launch for the two.
+void run(const RotaryParams& p, const KvWriteParams& kv, cudaStream_t stream);
 
 // out = x @ w^T (+ bias): cuBLASLt, or a GEMV-like kernel when there are few rows (decode).
 struct GemmParams {
   const bf16* x = nullptr;     // [m, k]
   const bf16* w = nullptr;     // [n, k] (Hugging Face Linear layout)
   const bf16* bias = nullptr;  // [n] or null
-  void* out = nullptr;         // [m, n], bf16, or fp32 when out_f32 (logits)
+  void* out = nullptr;         // [m, n], bf16, or fp32 when out_f32 (logits); [m, n / 2] bf16 when swiglu
   int64_t m = 0, n = 0, k = 0;
   bool out_f32 = false;
   bool allow_gemv = true;      // may take the small-m kernel instead of cuBLASLt
+  bool swiglu = false;         // w is [gate; up]: out = silu(x @ gate^T) * (x @ up^T) (GEMV path only)
   CublasLt* lt = nullptr;      // handle, workspace and plan cache
 };
 void run(const GemmParams& p, cudaStream_t stream);
+bool gemv_supports(const GemmParams& p);  // whether run() takes the small-m kernel for these parameters
 
 // out[:, i] = x[:, i] @ w[i]^T for each i < batch, one strided-batched cuBLASLt call.
 struct BatchedGemmParams {
@@ -128,6 +135,7 @@ struct AttentionParams {
   const float* sinks = nullptr;        // [num_heads] or null: a logit per head that joins the softmax
   float* partial_out = nullptr;        // [num_tokens, num_heads, num_splits, head_dim] split-KV scratch
   float* partial_lse = nullptr;        // [num_tokens, num_heads, num_splits, 2] (max, sum) per split
+  int32_t* split_counters = nullptr;   // [num_tokens, num_kv_heads], zero between launches, or null
   int64_t q_row_stride = 0;            // elements between consecutive tokens' q rows
   int32_t num_tokens = 0, num_seqs = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int32_t block_size = 0, max_blocks_per_seq = 0;

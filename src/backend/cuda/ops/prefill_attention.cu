@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
@@ -36,6 +37,8 @@ struct PrefillSmem {
 // grid: (ceil(num_tokens / tokens_per_tile) + num_seqs, num_kv_heads); block: 128 threads.
 template <int kDim>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto& sm = *reinterpret_cast<PrefillSmem<kDim>*>(smem_raw);
   constexpr int kChunksPerRow = kDim / 8;
@@ -220,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
 }
 
 template <int kDim>
-void launch(const AttentionParams& p, cudaStream_t stream) {
+void launch_dim(const AttentionParams& p, cudaStream_t stream) {
   constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
   static const bool configured = [] {
     DRIFT_CUDA_CHECK(
@@ -231,7 +234,7 @@ void launch(const AttentionParams& p, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
   const int tokens_per_tile = kBlockM / group;
   const dim3 grid(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));
-  prefill_attention_kernel<kDim><<<grid, kThreads, kSmem, stream>>>(p);
+  launch(prefill_attention_kernel<kDim>, grid, kThreads, kSmem, stream, p);
 }
 
 }  // namespace
@@ -244,12 +247,11 @@ bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num
 void run_prefill_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   if (p.head_dim <= 32)
-    launch<32>(p, stream);
+    launch_dim<32>(p, stream);
   else if (p.head_dim <= 64)
-    launch<64>(p, stream);
+    launch_dim<64>(p, stream);
   else
-    launch<128>(p, stream);
-  DRIFT_CUDA_CHECK_LAUNCH();
+    launch_dim<128>(p, stream);
 }
 
 }  // namespace drift::backend::cuda

@@ -2,6 +2,7 @@
 // per row for hidden-size rows. Two passes over the row: sum of squares, then scale; the second pass
 // reads what the same thread read in the first, so `out` may alias `x`.
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -34,6 +35,8 @@ __device__ __forceinline__ void store_vec(bf16* p, const float (&v)[kVec]) {
 // grid: ceil(num_rows / rows_per_block); block: 256 threads, kThreadsPerRow of them per row.
 template <int kThreadsPerRow, int kVec>
 __global__ void __launch_bounds__(kBlockThreads) rms_norm_kernel(RmsNormParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
   __shared__ float scratch[32];
   const int sub = threadIdx.x % kThreadsPerRow;
@@ -79,9 +82,9 @@ __global__ void __launch_bounds__(kBlockThreads) rms_norm_kernel(RmsNormParams p
 }
 
 template <int kThreadsPerRow, int kVec>
-void launch(const RmsNormParams& p, cudaStream_t stream) {
+void launch_rows(const RmsNormParams& p, cudaStream_t stream) {
   constexpr int kRowsPerBlock = kBlockThreads / kThreadsPerRow;
-  rms_norm_kernel<kThreadsPerRow, kVec><<<unsigned(ceil_div(p.num_rows, kRowsPerBlock)), kBlockThreads, 0, stream>>>(p);
+  launch(rms_norm_kernel<kThreadsPerRow, kVec>, unsigned(ceil_div(p.num_rows, kRowsPerBlock)), kBlockThreads, 0, stream, p);
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -93,11 +96,10 @@ void run(const RmsNormParams& p, cudaStream_t stream) {
   const bool vec = p.hidden % 8 == 0 && aligned16(p.x) && aligned16(p.out) && aligned16(p.weight) &&
                    (p.residual == nullptr || aligned16(p.residual));
   const bool short_rows = p.hidden <= 1024;
-  if (short_rows && vec) launch<32, 8>(p, stream);
-  else if (short_rows) launch<32, 1>(p, stream);
-  else if (vec) launch<kBlockThreads, 8>(p, stream);
-  else launch<kBlockThreads, 1>(p, stream);
-  DRIFT_CUDA_CHECK_LAUNCH();
+  if (short_rows && vec) launch_rows<32, 8>(p, stream);
+  else if (short_rows) launch_rows<32, 1>(p, stream);
+  else if (vec) launch_rows<kBlockThreads, 8>(p, stream);
+  else launch_rows<kBlockThreads, 1>(p, stream);
 }
 
 }  // namespace drift::backend::cuda

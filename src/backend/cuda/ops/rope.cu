@@ -1,5 +1,7 @@
-// rope: rotary embedding of q and k in place, from the fp32 cos/sin table, in fp32 arithmetic.
+// rope: rotary embedding of q and k in place, from the fp32 cos/sin table, in fp32 arithmetic; and rope
+// fused with write_kv (one launch per layer instead of two in decode).
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -7,34 +9,84 @@ namespace drift::backend::cuda {
 
 namespace {
 
-// grid: num_tokens blocks; the block's threads walk the (head, pair) rotations of one token.
-__global__ void rope_kernel(RotaryParams p) {
+// grid: (num_tokens, heads); block: 64 threads, one head of one token per block so that a step's
+// rotations all run at once (a decode token's ~40 heads were one block's serial loop, ~10 us).
+// Heads [0, Hq) are q, [Hq, Hq + Hk) k, and with kWriteKv [Hq + Hk, Hq + 2 Hk) v: a k head's rotated
+// values also go straight to its cache slot (and its unrotated tail is copied), a v head is copied.
+template <bool kWriteKv>
+__global__ void __launch_bounds__(64) rope_kernel(RotaryParams p, KvWriteParams kv) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t t = blockIdx.x;
+  const int head = int(blockIdx.y);
   const int32_t pos = p.positions[t];
-  if (pos < 0 || pos >= p.max_positions) return;  // the CPU backend rejects these; leave them unrotated
+  const bool rotate = pos >= 0 && pos < p.max_positions;  // the CPU backend rejects others; left unrotated
+  const int32_t slot = kWriteKv ? kv.slot_mapping[t] : -1;
+  const bool write = kWriteKv && slot >= 0 && slot < kv.num_slots;
   const int half = p.rotary_dim / 2;
-  const float* cos = p.cos_sin + int64_t(pos) * p.rotary_dim;
+  const float* cos = p.cos_sin + int64_t(rotate ? pos : 0) * p.rotary_dim;
   const float* sin = cos + half;
-  const int num_heads = p.num_q_heads + (p.k != nullptr ? p.num_k_heads : 0);
-  for (int j = threadIdx.x; j < num_heads * half; j += blockDim.x) {
-    const int head = j / half, i = j % half;
-    bf16* v = head < p.num_q_heads ? p.q + t * p.q_row_stride + int64_t(head) * p.head_dim
-                                   : p.k + t * p.k_row_stride + int64_t(head - p.num_q_heads) * p.head_dim;
+
+  if (head >= p.num_q_heads + p.num_k_heads) {  // a v head: copied
+    if (!write) return;
+    const int h = head - p.num_q_heads - p.num_k_heads;
+    const bf16* src = reinterpret_cast<const bf16*>(static_cast<const char*>(kv.v) + t * kv.v_stride_bytes) + h * p.head_dim;
+    bf16* dst = reinterpret_cast<bf16*>(static_cast<char*>(kv.v_cache) + int64_t(slot) * kv.v_row_bytes) + h * p.head_dim;
+    for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) dst[d] = src[d];
+    return;
+  }
+  const bool is_q = head < p.num_q_heads;
+  const int h = is_q ? head : head - p.num_q_heads;
+  bf16* v = is_q ? p.q + t * p.q_row_stride + int64_t(h) * p.head_dim : p.k + t * p.k_row_stride + int64_t(h) * p.head_dim;
+  bf16* cache = write && !is_q
+                    ? reinterpret_cast<bf16*>(static_cast<char*>(kv.k_cache) + int64_t(slot) * kv.k_row_bytes) + h * p.head_dim
+                    : nullptr;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const int a = p.interleaved ? 2 * i : i;
     const int b = p.interleaved ? 2 * i + 1 : i + half;
-    const float x1 = __bfloat162float(v[a]), x2 = __bfloat162float(v[b]);
-    const float c = cos[i], s = sin[i];
-    v[a] = __float2bfloat16(x1 * c - x2 * s);
-    v[b] = __float2bfloat16(x2 * c + x1 * s);
+    bf16 ya = v[a], yb = v[b];
+    if (rotate) {
+      const float x1 = __bfloat162float(ya), x2 = __bfloat162float(yb);
+      const float c = cos[i], s = sin[i];
+      ya = __float2bfloat16(x1 * c - x2 * s);
+      yb = __float2bfloat16(x2 * c + x1 * s);
+      v[a] = ya;
+      v[b] = yb;
+    }
+    if (cache != nullptr) {
+      cache[a] = ya;
+      cache[b] = yb;
+    }
   }
+  if (cache != nullptr)
+    for (int d = p.rotary_dim + threadIdx.x; d < p.head_dim; d += blockDim.x) cache[d] = v[d];
 }
 
 }  // namespace
 
 void run(const RotaryParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
-  rope_kernel<<<unsigned(p.num_tokens), 128, 0, stream>>>(p);
-  DRIFT_CUDA_CHECK_LAUNCH();
+  const dim3 grid(unsigned(p.num_tokens), unsigned(p.num_q_heads + (p.k != nullptr ? p.num_k_heads : 0)));
+  RotaryParams q_and_k = p;
+  if (p.k == nullptr) q_and_k.num_k_heads = 0;
+  launch(rope_kernel<false>, grid, 64, 0, stream, q_and_k, KvWriteParams{});
+}
+
+bool rope_write_kv_supported(const RotaryParams& p, const KvWriteParams& kv) {
+  // The fused kernel writes bf16 rows laid out [heads, head_dim] in the cache.
+  const int64_t row = int64_t(p.num_k_heads) * p.head_dim * 2;
+  return p.k == kv.k && kv.k_row_bytes == row && (kv.v == nullptr || kv.v_row_bytes == row);
+}
+
+void run(const RotaryParams& p, const KvWriteParams& kv, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  if (!rope_write_kv_supported(p, kv)) {
+    run(p, stream);
+    run(kv, stream);
+    return;
+  }
+  const int heads = p.num_q_heads + p.num_k_heads + (kv.v != nullptr ? p.num_k_heads : 0);
+  launch(rope_kernel<true>, dim3(unsigned(p.num_tokens), unsigned(heads)), 64, 0, stream, p, kv);
 }
 
 }  // namespace drift::backend::cuda

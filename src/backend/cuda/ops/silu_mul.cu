@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
 
@@ -9,10 +10,10 @@ namespace drift::backend::cuda {
 
 namespace {
 
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
-
 // Eight outputs per thread (ffn % 8 == 0), grid-stride over num_rows * ffn / 8.
 __global__ void silu_mul_vec_kernel(SiluMulParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t vec_per_row = p.ffn / 8, total = p.num_rows * vec_per_row;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / vec_per_row, col = (i % vec_per_row) * 8;
@@ -27,6 +28,8 @@ __global__ void silu_mul_vec_kernel(SiluMulParams p) {
 }
 
 __global__ void silu_mul_kernel(SiluMulParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t total = p.num_rows * p.ffn;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = i / p.ffn, col = i % p.ffn;
@@ -46,10 +49,9 @@ void run(const SiluMulParams& p, cudaStream_t stream) {
   const int threads = 256;
   const unsigned blocks = unsigned(std::min<int64_t>(ceil_div(work, threads), 65536));
   if (vec)
-    silu_mul_vec_kernel<<<blocks, threads, 0, stream>>>(p);
+    launch(silu_mul_vec_kernel, blocks, threads, 0, stream, p);
   else
-    silu_mul_kernel<<<blocks, threads, 0, stream>>>(p);
-  DRIFT_CUDA_CHECK_LAUNCH();
+    launch(silu_mul_kernel, blocks, threads, 0, stream, p);
 }
 
 }  // namespace drift::backend::cuda
