@@ -94,10 +94,7 @@ class DeepseekModel final : public Model {
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = fmt::format("model.layers.{}", i);
       DeepseekLayer layer;
-      DRIFT_ASSIGN_OR_RETURN(layer.input_norm,
-                             RmsNorm::load(loader, p + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
-      DRIFT_ASSIGN_OR_RETURN(layer.post_attention_norm,
-                             RmsNorm::load(loader, p + ".post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps));
+      DRIFT_RETURN_IF_ERROR(DecoderStream::load_layer_norms(loader, p, c, layer));
       DRIFT_ASSIGN_OR_RETURN(layer.attention, MlaAttention::load(loader, p + ".self_attn", mla_));
       if (is_moe_layer(c, i)) {
         DRIFT_ASSIGN_OR_RETURN(layer.moe, load_deepseek_moe(loader, p + ".mlp", moe_, correction_bias));

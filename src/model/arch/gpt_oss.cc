@@ -113,10 +113,7 @@ class GptOssModel final : public Model {
       spec.sliding_window = slides ? int32_t(c.sliding_window) : 0;
       spec.kv_group = slides || !has_sliding ? 0 : 1;
       GptOssLayer layer;
-      DRIFT_ASSIGN_OR_RETURN(layer.input_norm,
-                             RmsNorm::load(loader, p + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
-      DRIFT_ASSIGN_OR_RETURN(layer.post_attention_norm,
-                             RmsNorm::load(loader, p + ".post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps));
+      DRIFT_RETURN_IF_ERROR(DecoderStream::load_layer_norms(loader, p, c, layer));
       DRIFT_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(loader, p + ".self_attn", spec));
       DRIFT_ASSIGN_OR_RETURN(layer.moe, load_gpt_oss_moe(loader, p + ".mlp", moe_, c.quant_method == "mxfp4"));
       layers_.push_back(std::move(layer));

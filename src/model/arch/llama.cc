@@ -39,9 +39,7 @@ class LlamaModel final : public Model {
     for (int64_t i = 0; i < c.num_layers; ++i) {
       const std::string p = fmt::format("model.layers.{}", i);
       LlamaLayer layer;
-      DRIFT_ASSIGN_OR_RETURN(layer.input_norm, RmsNorm::load(loader, p + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
-      DRIFT_ASSIGN_OR_RETURN(layer.post_attention_norm,
-                             RmsNorm::load(loader, p + ".post_attention_layernorm.weight", c.hidden_size, c.rms_norm_eps));
+      DRIFT_RETURN_IF_ERROR(DecoderStream::load_layer_norms(loader, p, c, layer));
       DRIFT_ASSIGN_OR_RETURN(layer.attention, GqaAttention::load(loader, p + ".self_attn", attention_spec_));
       DRIFT_ASSIGN_OR_RETURN(layer.mlp, GatedMlp::load(loader, p + ".mlp", c.hidden_size, c.intermediate_size, c.mlp_bias));
       layers_.push_back(std::move(layer));

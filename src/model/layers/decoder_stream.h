@@ -3,6 +3,8 @@
 // the residual through the layers. An architecture file brings only its layers' attention and MLP.
 #pragma once
 
+#include <string>
+
 #include "model/forward_context.h"
 #include "model/layers/linear.h"
 #include "weights/model_config.h"
@@ -14,6 +16,18 @@ class DecoderStream {
   // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied.
   Status load(WeightLoader& loader, const weights::ModelConfig& config);
   void allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_logits, int64_t hidden);
+
+  // The two norms forward() applies around a layer: "<prefix>.input_layernorm.weight" into
+  // layer.input_norm and "<prefix>.post_attention_layernorm.weight" into layer.post_attention_norm.
+  template <class Layer>
+  static Status load_layer_norms(WeightLoader& loader, const std::string& prefix, const weights::ModelConfig& c,
+                                 Layer& layer) {
+    DRIFT_ASSIGN_OR_RETURN(layer.input_norm,
+                           RmsNorm::load(loader, prefix + ".input_layernorm.weight", c.hidden_size, c.rms_norm_eps));
+    DRIFT_ASSIGN_OR_RETURN(layer.post_attention_norm, RmsNorm::load(loader, prefix + ".post_attention_layernorm.weight",
+                                                                    c.hidden_size, c.rms_norm_eps));
+    return Status::Ok();
+  }
 
   // Runs the layers: layer.input_norm -> attend(layer, normed, out) -> residual add + post_attention_norm
   // -> mix(layer, normed, out) -> residual add + the next layer's input norm (the final norm after the
