@@ -28,6 +28,16 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)");
   cmd.add_option("--kv-cache-fraction", c.kv_cache_memory_fraction, "Fraction of free memory for the KV cache")
       ->check(CLI::Range(0.0, 0.95))->capture_default_str();
+  cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
+                 "KV cache dtype: auto (f32 on cpu, bf16 on cuda), bf16, f32 or fp8 (where a backend stores it)")
+      ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))->capture_default_str();
+  cmd.add_option("--speculative", c.speculative.method,
+                 "Speculative decoding for greedy requests: ngram (prompt lookup) or empty for off")
+      ->check(CLI::IsMember({"", "ngram"}));
+  cmd.add_option("--spec-tokens", c.speculative.num_tokens, "Drafts per sequence per step")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd.add_option("--spec-ngram-max", c.speculative.ngram_max, "Longest n-gram prompt lookup matches")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's)");
   cmd.add_option("--max-num-seqs", c.max_num_seqs, "Sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Tokens per step")

@@ -1,88 +1,57 @@
 // drift perplexity: per-token perplexity and bits per byte of a model over a text file, by sliding
 // windows (the definition in tools/train/eval_bpb.py, so the two agree on the same model and file).
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "commands.h"
-#include "engine/engine_impl.h"
+#include "drift/perplexity.h"
 #include "load_progress.h"
-#include "model/registry.h"
-#include "runner/perplexity.h"
-#include "tokenizer/tokenizer.h"
 
 namespace drift::cli {
 
 namespace {
 
 struct PerplexityOptions {
-  std::string model_dir = default_model_dir();
+  PerplexityConfig config;
   std::string file;
-  std::string device = "cpu";
-  int64_t context = 512;
-  int64_t stride = 0;  // 0: context / 2
 };
 
-void run_perplexity(const PerplexityOptions& o) {
+void run_perplexity(PerplexityOptions& o) {
   std::ifstream in(o.file, std::ios::binary);
   if (!in) return fail("cannot read --file " + o.file);
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
   if (text.empty()) return fail("--file " + o.file + " is empty");
-
-  auto ops = engine::make_backend(o.device);
-  if (!ops.ok()) return fail(ops.status().to_string());
-  LoadProgress progress(o.model_dir);
-  model::LoadOptions load;
-  load.progress = progress.callback();
-  auto model = model::load_model(o.model_dir, **ops, load);
+  LoadProgress progress(o.config.model_dir);
+  o.config.load_progress = progress.callback();
+  auto result = measure_perplexity(o.config, text);
   progress.finish();
-  if (!model.ok()) return fail(model.status().to_string());
-  auto tok = tokenizer::Tokenizer::from_file(o.model_dir + "/tokenizer.json");
-  if (!tok.ok()) return fail(tok.status().to_string());
-
-  const auto& config = (*model)->config();
-  std::vector<int32_t> ids;
-  if (config.bos_token_id) ids.push_back(*config.bos_token_id);
-  const std::vector<int32_t> body = tok->encode(text, false);
-  ids.insert(ids.end(), body.begin(), body.end());
-  const int64_t context = std::min<int64_t>(o.context, config.max_position_embeddings);
-  const int64_t stride = o.stride > 0 ? o.stride : context / 2;
-
-  runner::RunnerConfig rc;
-  rc.max_num_tokens = int32_t(context);
-  rc.max_num_seqs = 1;
-  rc.max_model_len = int32_t(context);
-  rc.num_blocks = int32_t((context + rc.block_size - 1) / rc.block_size);
-  rc.num_kv_groups = int32_t((*model)->kv_specs((*ops)->compute_dtype()).size());
-  runner::ModelRunner runner(**model, **ops, rc);
-  const auto start = std::chrono::steady_clock::now();
-  auto score = runner::sliding_window_nll(runner, ids, context, stride);
-  if (!score.ok()) return fail(score.status().to_string());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double bpb = score->nll / std::log(2.0) / double(text.size());
-  std::printf("file           %s (%zu bytes, %zu tokens with BOS)\n", o.file.c_str(), text.size(), ids.size());
-  std::printf("windows        context %ld, stride %ld\n", long(context), long(stride));
-  std::printf("nll            %.6f nats over %ld tokens\n", score->nll, long(score->num_scored));
-  std::printf("perplexity     %.4f per token\n", std::exp(score->nll / double(std::max<int64_t>(score->num_scored, 1))));
-  std::printf("bits per byte  %.6f\n", bpb);
-  std::fprintf(stderr, "drift: scored %ld tokens in %.2f s (%.0f tokens/s)\n", long(score->num_scored), seconds,
-               double(score->num_scored) / std::max(seconds, 1e-9));
+  if (!result.ok()) return fail(result.status().to_string());
+  const PerplexityResult& r = *result;
+  std::printf("file           %s (%zu bytes, %ld tokens with BOS)\n", o.file.c_str(), text.size(), long(r.num_tokens));
+  std::printf("windows        context %ld, stride %ld\n", long(r.context), long(r.stride));
+  std::printf("nll            %.6f nats over %ld tokens\n", r.nll, long(r.num_scored));
+  std::printf("perplexity     %.4f per token\n", r.perplexity());
+  std::printf("bits per byte  %.6f\n", r.bits_per_byte());
+  std::fprintf(stderr, "drift: scored %ld tokens in %.2f s (%.0f tokens/s)\n", long(r.num_scored), r.seconds,
+               double(r.num_scored) / std::max(r.seconds, 1e-9));
 }
 
 }  // namespace
 
 void add_perplexity_command(CLI::App& app) {
   auto o = std::make_shared<PerplexityOptions>();
+  o->config.model_dir = default_model_dir();
   CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity and bits per byte of a model over a text file");
-  cmd->add_option("-m,--model", o->model_dir, "Hugging Face model folder")->capture_default_str();
+  cmd->add_option("-m,--model", o->config.model_dir, "Hugging Face model folder")->capture_default_str();
   cmd->add_option("-f,--file", o->file, "UTF-8 text file")->required();
-  cmd->add_option("--context", o->context, "Tokens per window")->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  cmd->add_option("--stride", o->stride, "Tokens a window advances (default: context / 2)");
-  cmd->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--context", o->config.context, "Tokens per window")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  cmd->add_option("--stride", o->config.stride, "Tokens a window advances (default: context / 2)");
+  cmd->add_option("--device", o->config.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", o->config.kv_cache_dtype, "KV cache dtype: auto, bf16, f32 or fp8")
+      ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))->capture_default_str();
   cmd->callback([o] { run_perplexity(*o); });
 }
 

@@ -17,6 +17,14 @@ namespace tokenizer {
 class Tokenizer;
 }
 
+// Speculative decoding: a proposer drafts tokens, the model scores them in the same step, the longest
+// prefix that equals its own greedy choices is kept. Greedy requests only for now (output unchanged).
+struct SpeculativeConfig {
+  std::string method;                     // "" (off) or "ngram" (prompt lookup, no draft model)
+  int32_t num_tokens = 4;                 // drafts per sequence per step, at most
+  int32_t ngram_min = 1, ngram_max = 4;   // n-gram sizes prompt lookup matches, longest first
+};
+
 enum class AdmissionPolicy { kGuaranteed, kOptimistic };
 enum class SchedulingPolicy { kFcfs, kSmallFirst };
 
@@ -26,6 +34,9 @@ struct EngineConfig {
   std::string device = "cpu";      // "cpu" or "cuda"
   int32_t block_size = 16;
   int64_t kv_cache_bytes = 0;      // 0: derive from kv_cache_memory_fraction
+  // KV cache element type: "auto" (the backend's compute dtype: f32 on cpu, bf16 on cuda), "bf16",
+  // "f32" or "fp8" (refused by a backend that cannot store it, before the model loads).
+  std::string kv_cache_dtype = "auto";
   double kv_cache_memory_fraction = 0.25;  // of free memory (host RAM on cpu, device memory on cuda)
   int32_t max_model_len = 0;       // 0: the model's max_position_embeddings
   int32_t max_num_seqs = 64;
@@ -39,6 +50,7 @@ struct EngineConfig {
   int32_t max_waiting_requests = 4096;  // beyond this submit() answers resource_exhausted
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
+  SpeculativeConfig speculative;
   // Called while the weights load: bytes read so far and in all (the CLI draws a progress line).
   std::function<void(size_t loaded, size_t total)> load_progress;
 };
@@ -62,6 +74,10 @@ struct EngineMetrics {
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   int64_t num_preemptions_total = 0, num_rejections_total = 0;
   int64_t requests_finished_total = 0, steps_total = 0;
+  // Speculative decoding (vLLM's spec_decode names): verify steps that carried drafts, drafts scored,
+  // drafts accepted, and accepted drafts by position in their draft (index 0: the first draft).
+  int64_t spec_decode_num_drafts = 0, spec_decode_num_draft_tokens = 0, spec_decode_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_decode_num_accepted_tokens_per_pos;
   Histogram time_to_first_token_s, time_per_output_token_s, e2e_request_latency_s, tokens_per_step;
 };
 

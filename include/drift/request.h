@@ -13,7 +13,8 @@ namespace drift {
 struct Request {
   std::string id;                      // the engine assigns one when empty
   std::vector<int32_t> prompt_tokens;  // used as given when not empty
-  std::string prompt;                  // otherwise tokenized (with the tokenizer's special tokens)
+  std::string prompt;                  // otherwise tokenized by the engine
+  bool add_special_tokens = true;      // tokenizing `prompt`: the tokenizer's own (BOS); a rendered chat has them
   SamplingParams sampling;
   int32_t max_tokens = 16;             // clamped to the session length
   std::vector<std::string> stop;       // stop strings, matched across token boundaries, not included in the text

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "base/tensor.h"
+#include "drift/status.h"
 
 namespace drift::backend {
 
@@ -26,7 +27,18 @@ struct RopeParams {
   int64_t q_row_stride = 0, k_row_stride = 0;
 };
 
-// Causal attention of new tokens over the paged KV cache (which already holds their own K/V).
+// Attention of a step's new tokens over the paged KV cache (which already holds their own K/V).
+//
+// Which keys a query sees. A sequence's num_new new tokens sit at its last cache positions
+// [context_len - num_new, context_len) ("the new tokens"); the positions before them are its context.
+// - A chain (no tree mask): a query at position p sees cache positions (p - sliding_window, p] (all of
+//   [0, p] without a window). Decode, prefill, chunked prefill and chain speculation are all this case.
+// - A draft tree (tree_mask given): a query at position p (its RoPE position: the context length plus its
+//   depth in the tree) sees the context positions its window allows, and among the new tokens only those
+//   its mask row marks (ancestors and itself). New tokens past the mask's 32 * mask_words bits are seen
+//   as in a chain, so a prefill chunk can share a step with a tree.
+// - A view (block_positions given): the table lists a subset of the sequence's blocks (SpecPV's partial
+//   KV), in ascending order; keys outside the listed blocks are not seen. Nothing is copied.
 struct PagedAttentionParams {
   Tensor q;             // [num_tokens, num_heads, head_dim]
   Tensor k_cache;       // [num_blocks, block_size, num_kv_heads, head_dim]
@@ -36,10 +48,19 @@ struct PagedAttentionParams {
   Tensor out;           // [num_tokens, num_heads, head_dim_v]
   Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32; entry b holds positions [b*block_size, (b+1)*block_size)
   Tensor query_start;   // [num_seqs + 1] int32: new tokens of sequence s are rows [query_start[s], query_start[s+1])
-  Tensor context_lens;  // [num_seqs] int32: tokens in KV after this step; the last new token sits at context_len - 1
+  Tensor context_lens;  // [num_seqs] int32: tokens in KV after this step (the new tokens included)
+  // [num_tokens] int32: each query's position. Undefined: the new tokens are a chain ending at context_len - 1.
+  Tensor q_positions;
+  // [num_tokens, mask_words] uint32 or undefined (chains): bit j (word j / 32, bit j % 32) of query t's row
+  // marks new token j of t's sequence (row query_start[s] + j, cache position context_len - num_new + j).
+  Tensor tree_mask;
+  // With block_positions the table is a view: entry i of sequence s holds logical block block_positions[s, i]
+  // (ascending), and only its first view_blocks[s] entries are read.
+  Tensor block_positions;  // [num_seqs, max_blocks_per_seq] int32, or undefined
+  Tensor view_blocks;      // [num_seqs] int32, with block_positions
   Tensor sinks;         // optional [num_heads] fp32: a learned logit per head that joins the softmax (GPT-OSS)
   float scale = 1.0f;
-  int32_t sliding_window = 0;  // 0: full; else a query at p sees keys (p - window, p]
+  int32_t sliding_window = 0;  // 0: full; else a query at p sees context keys (p - window, p]
   int64_t q_row_stride = 0;    // elements between consecutive tokens' q rows; 0: packed (num_heads * head_dim)
 };
 
@@ -90,6 +111,24 @@ struct MoeExpertsParams {
   float swiglu_alpha = 1.702f;
 };
 
+// What one attention layer asks of a backend, stated when a model loads (never during a step).
+struct AttentionShape {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, head_dim_v = 0;
+  bool shared_kv = false;      // MLA: one latent cache row per token, V its first head_dim_v features
+  bool sinks = false;          // GPT-OSS's per-head sink logit
+  int32_t sliding_window = 0;
+  DType kv_dtype = DType::kBF16;
+};
+
+// What a mixture-of-experts layer asks of a backend.
+struct MoeShape {
+  int64_t hidden = 0, ffn = 0, num_experts = 0, top_k = 0;
+  bool clamped_swiglu = false;  // GPT-OSS's activation
+};
+
+// Weight formats a kernel may read as stored instead of the compute dtype (the loader asks).
+enum class WeightFormat : uint8_t { kMxfp4, kFp8Block };
+
 // Queued work recorded once and replayed many times (a CUDA graph): the runner's decode steps.
 class CapturedWork {
  public:
@@ -129,6 +168,28 @@ class Ops {
   // The dtype weights and activations are kept in on this backend (fp32 on the CPU, bf16 on CUDA).
   virtual DType compute_dtype() const = 0;
 
+  // What this backend can run, asked when a model loads so that an unsupported model, shape or dtype is
+  // refused with a Status naming the missing piece instead of failing inside a step. The defaults say yes.
+  virtual Status supports(const AttentionShape&) const { return Status::Ok(); }
+  virtual Status supports(const MoeShape&) const { return Status::Ok(); }
+  // Whether a kernel reads weights of this format as stored (else the loader converts them).
+  virtual bool reads_weight_format(WeightFormat) const { return false; }
+
+  // Tensor parallelism: this process's place among the ranks that split a model (one process per GPU).
+  // A backend of one rank is its own group, and the collectives below are then the identity.
+  virtual int32_t rank() const { return 0; }
+  virtual int32_t world_size() const { return 1; }
+  // x = the elementwise sum of x over every rank, in place (after a row-split linear).
+  virtual void all_reduce(const Tensor& x) {
+    DRIFT_CHECK(world_size() == 1, "backend {} has {} ranks but no all_reduce", name(), world_size());
+    (void)x;
+  }
+  // out = every rank's x stacked along dimension 0, rank order: x [N, ...], out [world_size * N, ...].
+  virtual void all_gather(const Tensor& x, const Tensor& out) {
+    DRIFT_CHECK(world_size() == 1, "backend {} has {} ranks but no all_gather", name(), world_size());
+    copy(x, out);
+  }
+
   // out[t] = table[ids[t]]. ids: [T] int32, table: [V, H], out: [T, H].
   virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
   // out = x / rms(x) * w over the last dimension. x, out: [N, H]; w: [H].
@@ -146,6 +207,9 @@ class Ops {
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
   // out = a + b, same shapes.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // dst = src, the same number of bytes, on this backend's queue. The default goes through the host
+  // (synchronising, so not capturable): a backend whose steps may use it overrides it.
+  virtual void copy(const Tensor& src, const Tensor& dst);
   virtual void write_kv(const WriteKvParams& p) = 0;
   // write_kv of packed rows.
   void write_kv(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, const Tensor& k_cache,

@@ -8,9 +8,9 @@
 #include <spdlog/spdlog.h>
 
 #include "base/trace.h"
+#include "engine/backend_factory.h"
 #include "model/registry.h"
-#include "sample/sampler.h"
-#include "tokenizer/harmony.h"
+#include "spec/ngram_proposer.h"
 
 namespace drift {
 
@@ -44,11 +44,17 @@ const std::vector<double> kE2eBuckets = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
                                          40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 const std::vector<double> kTokensPerStepBuckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
 int32_t blocks_for(int64_t tokens, int32_t block_size) { return int32_t((tokens + block_size - 1) / block_size); }
 
 }  // namespace
+
+Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute) {
+  if (name == "auto") return compute;
+  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+  if (name == "f32" || name == "fp32" || name == "float32") return DType::kF32;
+  if (name == "fp8" || name == "fp8_e4m3") return DType::kF8E4M3;
+  return invalid_argument(fmt::format("kv_cache_dtype '{}' is not one of auto, bf16, f32, fp8", name));
+}
 
 Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config) {
   std::unique_ptr<EngineImpl> e(new EngineImpl());
@@ -57,48 +63,75 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
   if (config.block_size <= 0) return invalid_argument(fmt::format("block_size must be positive, got {}", config.block_size));
   if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
+  const SpeculativeConfig& spec = config.speculative;
+  if (!spec.method.empty() && spec.method != "ngram")
+    return invalid_argument(fmt::format("speculative method '{}' is not supported (ngram is)", spec.method));
+  if (!spec.method.empty() && (spec.num_tokens < 1 || spec.num_tokens > 64 || spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min))
+    return invalid_argument(fmt::format("speculative num_tokens must be in 1..64 and 1 <= ngram_min <= ngram_max, got {}, {}..{}",
+                                        spec.num_tokens, spec.ngram_min, spec.ngram_max));
+  DRIFT_RETURN_IF_ERROR(e->load(config));
+  DRIFT_RETURN_IF_ERROR(e->size_kv_cache());
+  DRIFT_RETURN_IF_ERROR(e->build_loop_parts());
+  e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
+  return std::unique_ptr<Engine>(std::move(e));
+}
 
-  DRIFT_ASSIGN_OR_RETURN(e->ops_, make_backend(config.device));
+Status EngineImpl::load(const EngineConfig& config) {
+  DRIFT_ASSIGN_OR_RETURN(Backend backend, make_backend(config.device));
+  ops_ = std::move(backend.ops);
+  make_sampler_ = std::move(backend.make_sampler);
+  DRIFT_ASSIGN_OR_RETURN(kv_dtype_, parse_kv_cache_dtype(config.kv_cache_dtype, ops_->compute_dtype()));
   model::LoadOptions load;
   load.random_weights = config.random_weights;
   load.progress = config.load_progress;
-  DRIFT_ASSIGN_OR_RETURN(e->model_, model::load_model(config.model_dir, *e->ops_, load));
-  const auto& mc = e->model_->config();
-  e->model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
-  if (e->model_name_.empty()) e->model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
+  load.kv_dtype = kv_dtype_;
+  DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
+  model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
+  if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
 
   const std::string tokenizer_path = config.model_dir + "/tokenizer.json";
   DRIFT_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_file(tokenizer_path));
-  e->tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
-  e->eos_token_ids_ = mc.eos_token_ids;
-  // GPT-OSS ends a turn with <|return|> or a tool call with <|call|> (harmony); config.json names only one.
-  if (mc.architecture == "GptOssForCausalLM") {
-    for (int32_t id : tokenizer::harmony::stop_token_ids(*e->tokenizer_)) e->eos_token_ids_.push_back(id);
-  }
+  tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  eos_token_ids_ = model_->config().eos_token_ids;
+  for (const std::string& token : model_->description().stop_tokens)
+    if (const std::optional<int32_t> id = tokenizer_->token_to_id(token)) eos_token_ids_.push_back(*id);
+  if (config.speculative.method == "ngram")
+    proposer_ = std::make_unique<spec::NgramProposer>(config.speculative.ngram_min, config.speculative.ngram_max);
+  return Status::Ok();
+}
 
-  e->max_model_len_ = config.max_model_len > 0 ? std::min<int32_t>(config.max_model_len, int32_t(mc.max_position_embeddings))
-                                               : int32_t(mc.max_position_embeddings);
+Status EngineImpl::size_kv_cache() {
+  const EngineConfig& config = config_;
+  const int32_t model_len = int32_t(model_->config().max_position_embeddings);
+  max_model_len_ = config.max_model_len > 0 ? std::min<int32_t>(config.max_model_len, model_len) : model_len;
   // KV capacity: the budget in bytes, but never more than every sequence at full length needs.
-  const int64_t bytes_per_block = e->model_->kv_bytes_per_token(e->ops_->compute_dtype()) * config.block_size;
+  const int64_t bytes_per_block = model_->kv_bytes_per_token(kv_dtype_) * config.block_size;
   const int64_t budget = config.kv_cache_bytes > 0
                              ? config.kv_cache_bytes
-                             : int64_t(double(e->ops_->free_memory_bytes()) * config.kv_cache_memory_fraction);
-  const int64_t useful = int64_t(config.max_num_seqs) * blocks_for(e->max_model_len_, config.block_size);
-  const auto specs = e->model_->kv_specs(e->ops_->compute_dtype());
-  e->num_blocks_ = int32_t(std::min<int64_t>(core::num_blocks_for_budget(budget, specs, config.block_size), useful));
-  if (e->num_blocks_ < 1)
+                             : int64_t(double(ops_->free_memory_bytes()) * config.kv_cache_memory_fraction);
+  const int64_t useful = int64_t(config.max_num_seqs) * blocks_for(max_model_len_, config.block_size);
+  const auto specs = model_->kv_specs(kv_dtype_);
+  num_blocks_ = int32_t(std::min<int64_t>(core::num_blocks_for_budget(budget, specs, config.block_size), useful));
+  if (num_blocks_ < 1)
     return resource_exhausted(fmt::format("the KV cache budget of {} bytes holds no block of {} bytes", budget, bytes_per_block));
+  spdlog::debug("drift: {} on {}: {} KV blocks of {} tokens ({} bytes each, {}), session length {}", model_name_,
+                ops_->name(), num_blocks_, config.block_size, bytes_per_block, dtype_name(kv_dtype_), max_model_len_);
+  return Status::Ok();
+}
 
+Status EngineImpl::build_loop_parts() {
+  const EngineConfig& config = config_;
   runner::RunnerConfig rc;
   rc.block_size = config.block_size;
-  rc.num_blocks = e->num_blocks_;
+  rc.num_blocks = num_blocks_;
   rc.max_num_seqs = config.max_num_seqs;
   rc.max_num_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
-  rc.max_model_len = e->max_model_len_;
-  rc.num_kv_groups = int32_t(e->model_->kv_specs(e->ops_->compute_dtype()).size());
+  rc.max_model_len = max_model_len_;
+  rc.num_kv_groups = int32_t(model_->kv_specs(kv_dtype_).size());
+  rc.kv_dtype = kv_dtype_;
   rc.cuda_graphs = !config.enforce_eager;
-  e->runner_ = std::make_unique<runner::ModelRunner>(
-      *e->model_, *e->ops_, rc, make_device_sampler(*e->ops_, rc.max_num_seqs, e->model_->vocab_size()));
+  // A verify step samples 1 + drafts rows per sequence: the sampler takes up to a step's tokens.
+  runner_ = std::make_unique<runner::ModelRunner>(*model_, *ops_, rc, make_sampler_(rc.max_num_tokens, model_->vocab_size()));
 
   core::SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
@@ -110,22 +143,20 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
   sc.policy = config.policy == SchedulingPolicy::kFcfs ? core::SchedulePolicy::kFcfs : core::SchedulePolicy::kSmallFirst;
   sc.admission = config.admission == AdmissionPolicy::kGuaranteed ? core::AdmissionPolicy::kGuaranteed
                                                                    : core::AdmissionPolicy::kOptimistic;
-  sc.max_model_len = e->max_model_len_;
+  sc.max_model_len = max_model_len_;
   core::KvConfig kv;
   kv.block_size = config.block_size;
-  kv.num_blocks = e->num_blocks_;
-  kv.groups = e->model_->kv_specs(e->ops_->compute_dtype());
-  DRIFT_ASSIGN_OR_RETURN(e->scheduler_, core::Scheduler::create(sc, kv));
+  kv.num_blocks = num_blocks_;
+  kv.groups = model_->kv_specs(kv_dtype_);
+  DRIFT_ASSIGN_OR_RETURN(scheduler_, core::Scheduler::create(sc, kv));
 
-  e->metrics_.time_to_first_token_s = Histogram(kTtftBuckets);
-  e->metrics_.time_per_output_token_s = Histogram(kTpotBuckets);
-  e->metrics_.e2e_request_latency_s = Histogram(kE2eBuckets);
-  e->metrics_.tokens_per_step = Histogram(kTokensPerStepBuckets);
-  e->metrics_.kv_blocks_total = e->num_blocks_;
-  spdlog::debug("drift: {} on {}: {} KV blocks of {} tokens ({} bytes each), session length {}", e->model_name_,
-                e->ops_->name(), e->num_blocks_, config.block_size, bytes_per_block, e->max_model_len_);
-  e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
-  return std::unique_ptr<Engine>(std::move(e));
+  metrics_.time_to_first_token_s = Histogram(kTtftBuckets);
+  metrics_.time_per_output_token_s = Histogram(kTpotBuckets);
+  metrics_.e2e_request_latency_s = Histogram(kE2eBuckets);
+  metrics_.tokens_per_step = Histogram(kTokensPerStepBuckets);
+  metrics_.kv_blocks_total = num_blocks_;
+  metrics_.spec_decode_num_accepted_tokens_per_pos.assign(size_t(std::max(config.speculative.num_tokens, 0)), 0);
+  return Status::Ok();
 }
 
 EngineImpl::~EngineImpl() { shutdown(); }
@@ -136,7 +167,8 @@ Expected<std::string> EngineImpl::submit(Request request, OutputCallback on_outp
   if (request.prompt_tokens.empty() && request.prompt.empty())
     return invalid_argument("the prompt is empty: give prompt text or prompt token ids");
   auto state = std::make_unique<RequestState>();
-  state->prompt_tokens = request.prompt_tokens.empty() ? tokenizer_->encode(request.prompt, true) : request.prompt_tokens;
+  state->prompt_tokens = request.prompt_tokens.empty() ? tokenizer_->encode(request.prompt, request.add_special_tokens)
+                                                       : request.prompt_tokens;
   const int64_t prompt_len = int64_t(state->prompt_tokens.size());
   if (prompt_len == 0) return invalid_argument("the prompt is empty");
   for (int32_t t : state->prompt_tokens)
@@ -258,143 +290,6 @@ void EngineImpl::loop() {
     (void)scheduler_->abort(id);
     finish(id, FinishReason::kCancelled);
   }
-}
-
-void EngineImpl::run_step() {
-  core::BatchPlan plan = scheduler_->plan();
-  scheduler_->commit(plan);
-  if (!plan.preempted.empty()) {
-    std::lock_guard lock(metrics_mu_);
-    metrics_.num_preemptions_total += int64_t(plan.preempted.size());
-    for (int64_t id : plan.preempted) trace::record(trace::Event::kPreempt, id);
-  }
-  if (plan.seqs.empty()) {
-    refresh_gauges();
-    // Nothing fits now: wait for a cancellation or a new request rather than spin.
-    std::unique_lock lock(mu_);
-    wake_.wait_for(lock, std::chrono::milliseconds(5), [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); });
-    return;
-  }
-  std::vector<runner::SeqStep> steps;
-  steps.reserve(plan.seqs.size());
-  const auto now = Clock::now();
-  for (const core::ScheduledSeq& s : plan.seqs) {
-    RequestState& state = *requests_.at(s.seq_id);
-    if (!state.scheduled) {
-      state.scheduled = true;
-      state.first_scheduled = now;
-      state.num_cached_tokens = s.seq->num_cached_tokens;
-      trace::record(trace::Event::kAdmit, s.seq_id, s.seq->num_cached_tokens);
-    }
-    steps.push_back({s.seq->tokens, s.num_computed, s.num_new, s.seq->block_tables, s.samples, false});
-  }
-  trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
-  auto fail_step = [&](const Status& status) {
-    trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
-    for (const core::ScheduledSeq& s : plan.seqs) {
-      (void)scheduler_->abort(s.seq_id);
-      finish(s.seq_id, FinishReason::kError, {}, status);
-    }
-  };
-  auto step_done = [&] {
-    scheduler_->on_step_done(plan);
-    trace::record(trace::Event::kStepEnd, int64_t(plan.seqs.size()), plan.num_tokens);
-    std::lock_guard lock(metrics_mu_);
-    ++metrics_.steps_total;
-    metrics_.tokens_per_step.observe(plan.num_tokens);
-  };
-
-  if (runner_->samples_on_device()) {
-    // The backend samples where the logits are; only the chosen tokens come back.
-    std::vector<sample::RowSampling> rows;
-    for (const core::ScheduledSeq& s : plan.seqs) {
-      if (!s.samples) continue;
-      const RequestState& state = *requests_.at(s.seq_id);
-      rows.push_back({&state.request.sampling, state.prompt_tokens, state.output_tokens, state.seed,
-                      uint64_t(state.output_tokens.size())});
-    }
-    auto picked = runner_->step_and_sample(steps, rows);
-    if (!picked.ok()) return fail_step(picked.status());
-    step_done();
-    size_t i = 0;
-    for (const core::ScheduledSeq& s : plan.seqs)
-      if (s.samples) accept_token(*requests_.at(s.seq_id), *s.seq, (*picked)[i++]);
-    refresh_gauges();
-    return;
-  }
-
-  auto logits = runner_->step(steps);
-  if (!logits.ok()) return fail_step(logits.status());
-  step_done();
-
-  const int64_t vocab = model_->vocab_size();
-  std::vector<float> row(static_cast<size_t>(vocab));
-  size_t logits_row = 0;
-  for (const core::ScheduledSeq& s : plan.seqs) {
-    if (!s.samples) continue;
-    const float* src = logits->data() + logits_row++ * size_t(vocab);
-    std::copy(src, src + vocab, row.begin());
-    on_token(*requests_.at(s.seq_id), *s.seq, row);
-  }
-  refresh_gauges();
-}
-
-void EngineImpl::on_token(RequestState& state, core::Sequence& seq, std::span<float> logits) {
-  const sample::SampleResult picked =
-      sample::sample(logits, state.request.sampling, state.prompt_tokens, state.output_tokens, state.seed,
-                     uint64_t(state.output_tokens.size()));
-  accept_token(state, seq, picked);
-}
-
-void EngineImpl::accept_token(RequestState& state, core::Sequence& seq, const sample::SampleResult& picked) {
-  const int32_t token = picked.token;
-  const auto now = Clock::now();
-  if (state.output_tokens.empty()) {
-    state.first_token = now;
-    std::lock_guard lock(metrics_mu_);
-    metrics_.time_to_first_token_s.observe(seconds_between(state.submitted, now));
-  } else {
-    std::lock_guard lock(metrics_mu_);
-    metrics_.time_per_output_token_s.observe(seconds_between(state.last_token, now));
-  }
-  state.last_token = now;
-  state.output_tokens.push_back(token);
-  scheduler_->append_token(seq.seq_id, token);
-  {
-    std::lock_guard lock(metrics_mu_);
-    ++metrics_.generation_tokens_total;
-  }
-
-  Output out;
-  out.new_tokens = {token};
-  if (state.request.sampling.top_logprobs >= 0) {
-    TokenLogprobs lp{token, picked.logprob, {}};
-    for (const auto& t : picked.top) lp.top.emplace_back(t.token, t.logprob);
-    out.logprobs.push_back(std::move(lp));
-  }
-  const bool is_eos = !state.request.ignore_eos &&
-                      std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
-  const bool is_stop_token = std::find(state.request.stop_token_ids.begin(), state.request.stop_token_ids.end(), token) !=
-                             state.request.stop_token_ids.end();
-  if (is_eos || is_stop_token) {
-    // The stop token itself is not text the client sees.
-    out.text = state.stop_matcher->flush();
-    finish(seq.seq_id, FinishReason::kStop, tokenizer_->token_text(token).data(), {}, std::move(out));
-    return;
-  }
-  StopMatcher::Result matched = state.stop_matcher->push(state.decoder->push(token));
-  out.text = std::move(matched.emit);
-  if (matched.stopped) {
-    finish(seq.seq_id, FinishReason::kStop, matched.stop_string, {}, std::move(out));
-    return;
-  }
-  if (int32_t(state.output_tokens.size()) >= state.max_tokens) {
-    out.text += state.stop_matcher->push(state.decoder->flush()).emit;
-    out.text += state.stop_matcher->flush();
-    finish(seq.seq_id, FinishReason::kLength, {}, {}, std::move(out));
-    return;
-  }
-  emit(state, std::move(out));
 }
 
 void EngineImpl::emit(RequestState& state, Output out) {

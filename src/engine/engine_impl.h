@@ -1,5 +1,5 @@
-// EngineImpl: the loop intake -> schedule -> run -> sample -> update -> stream, on one engine thread.
-// Submitters only touch the inbox under a mutex; everything else belongs to the engine thread.
+// EngineImpl: the loop intake -> (draft) -> schedule -> run -> sample -> verify -> update -> stream, on one
+// engine thread. Submitters only touch the inbox under a mutex; everything else belongs to the engine thread.
 #pragma once
 
 #include <condition_variable>
@@ -15,7 +15,7 @@
 #include "engine/request_state.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
-#include "sample/device_sampler.h"
+#include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace drift::engine {
@@ -36,13 +36,27 @@ class EngineImpl final : public Engine {
 
  private:
   EngineImpl() = default;
+  // create()'s parts: the backend and model, then the runner and scheduler sized from them.
+  Status load(const EngineConfig& config);
+  Status size_kv_cache();
+  Status build_loop_parts();
+
   void loop();
   void take_inbox();
   void run_step();
-  // Samples the next token from `logits` (modified in place) on the host, then accept_token().
-  void on_token(RequestState& state, core::Sequence& seq, std::span<float> logits);
-  // Appends the sampled token, streams it, and finishes the request on a stop.
-  void accept_token(RequestState& state, core::Sequence& seq, const sample::SampleResult& picked);
+  // Appends drafts to the running greedy decodes, within the step's token budget (speculation on).
+  void propose_drafts();
+  // Samples every logits row of the step (one per sampling sequence, 1 + drafts for a verify): on the
+  // device where the backend samples, else on the host.
+  Expected<std::vector<sample::SampleResult>> sample_step(const core::BatchPlan& plan);
+  // The output tokens row `j` of a sequence's logits rows sees (its drafts before j count as output).
+  std::span<const int32_t> row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j);
+  // Verifies a sequence's drafts against its sampled rows, rolls back the rejected ones and accepts the rest.
+  void apply_rows(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> rows);
+  // Appends tokens to the output (the first `num_in_scheduler` are already in the scheduler's sequence,
+  // as accepted drafts), streams them, and finishes the request at the first stop.
+  void accept_tokens(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> picked,
+                     int32_t num_in_scheduler);
   // Ends the request: one final Output carrying `last` (its final token and text, if any), usage and timings.
   void finish(int64_t seq_id, FinishReason reason, std::string stop_reason = {}, Status error = {}, Output last = {});
   void emit(RequestState& state, Output out);
@@ -52,15 +66,19 @@ class EngineImpl final : public Engine {
   std::string model_name_;
   int32_t max_model_len_ = 0;
   int32_t num_blocks_ = 0;
+  DType kv_dtype_ = DType::kBF16;
   std::vector<int32_t> eos_token_ids_;
   std::unique_ptr<backend::Ops> ops_;
+  std::function<std::unique_ptr<sample::DeviceSampler>(int32_t, int64_t)> make_sampler_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
 
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
+  std::vector<std::vector<int32_t>> row_outputs_;  // scratch of row_outputs(), one per verify row
 
   // Shared with submitting threads, under mu_.
   mutable std::mutex mu_;
@@ -76,10 +94,7 @@ class EngineImpl final : public Engine {
   std::thread thread_;
 };
 
-// The backend named by EngineConfig::device ("cpu", or "cuda" when this build has it).
-Expected<std::unique_ptr<backend::Ops>> make_backend(const std::string& device);
-// The sampler that samples on `ops`'s device (rows of up to max_rows x vocab logits), or null where
-// sampling stays on the host (the CPU backend).
-std::unique_ptr<sample::DeviceSampler> make_device_sampler(backend::Ops& ops, int32_t max_rows, int64_t vocab);
+// The KV cache dtype EngineConfig::kv_cache_dtype names ("auto": `compute`).
+Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute);
 
 }  // namespace drift::engine

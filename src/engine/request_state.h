@@ -14,6 +14,10 @@ namespace drift::engine {
 
 using Clock = std::chrono::steady_clock;
 
+inline double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 struct RequestState {
   Request request;
   OutputCallback on_output;

@@ -12,6 +12,10 @@ namespace drift::model {
 struct KvGroupContext {
   Tensor slot_mapping;   // [num_tokens] int32: KV slot (block * block_size + offset) each token writes; -1 none
   Tensor block_tables;   // [num_seqs, max_blocks_per_seq] int32; -1 where a window released the block
+  // Optional: attention reads block_tables as a view (a subset of each sequence's blocks; SpecPV) whose
+  // entry i holds logical block block_positions[s, i]; writes still go to slot_mapping.
+  Tensor block_positions;  // [num_seqs, max_blocks_per_seq] int32, or undefined
+  Tensor view_blocks;      // [num_seqs] int32: entries of each view
 };
 
 struct ForwardContext {
@@ -20,7 +24,9 @@ struct ForwardContext {
   int32_t num_logits = 0;   // rows of logits wanted (one per sampling sequence)
 
   Tensor token_ids;      // [num_tokens] int32
-  Tensor positions;      // [num_tokens] int32: position of each new token in its sequence
+  Tensor positions;      // [num_tokens] int32: position of each new token in its sequence (RoPE and attention)
+  // [num_tokens, mask_words] uint32 when the step holds a draft tree (ops.h: PagedAttentionParams), else undefined.
+  Tensor tree_mask;
   // One per KV layer group (the model's kv_specs order): each group has its own pool and block tables.
   std::vector<KvGroupContext> kv_groups;
   Tensor query_start;    // [num_seqs + 1] int32: cumulative new-token counts

@@ -1,11 +1,17 @@
 #include "model/model.h"
 
+#include <fmt/format.h>
+
 namespace drift::model {
 
 int64_t Model::kv_bytes_per_token(DType kv_dtype) const {
   int64_t bytes = 0;
   for (const core::KvSpec& g : kv_specs(kv_dtype)) bytes += g.bytes_per_token_per_layer() * g.num_layers;
   return bytes;
+}
+
+Status Model::set_hidden_taps(std::span<const int32_t>) {
+  return unsupported(fmt::format("{} models keep no hidden-state taps", config_.architecture));
 }
 
 }  // namespace drift::model

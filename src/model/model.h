@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,27 +15,49 @@
 
 namespace drift::model {
 
+// How prompts for a model are written: its folder's Jinja chat template, or OpenAI's harmony format.
+enum class ChatFormat : uint8_t { kTemplate, kHarmony };
+
+// What the engine and the server need to know of a model family beyond config.json: everything
+// family-specific lives here, behind the model, never in a check of the architecture string.
+struct ModelDescription {
+  ChatFormat chat_format = ChatFormat::kTemplate;
+  // Tokens (by their text) that end generation besides the config's eos_token_id, e.g. harmony's
+  // <|return|> and <|call|>; ones the tokenizer lacks are ignored.
+  std::vector<std::string> stop_tokens;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
 
   const weights::ModelConfig& config() const { return config_; }
+  const ModelDescription& description() const { return description_; }
   int64_t vocab_size() const { return config_.vocab_size; }
   // One KvSpec per layer group (contract 3: the layers say what a block holds), in the KV dtype given.
   virtual std::vector<core::KvSpec> kv_specs(DType kv_dtype) const = 0;
   int64_t kv_bytes_per_token(DType kv_dtype) const;
   int64_t num_parameters() const { return num_parameters_; }
 
-  // Paged KV storage of every layer: num_blocks blocks of block_size tokens.
-  virtual void allocate_kv_cache(int32_t num_blocks, int32_t block_size) = 0;
+  // Paged KV storage of every layer: num_blocks blocks of block_size tokens, each layer in the dtype its
+  // group's KvSpec names.
+  virtual void allocate_kv_cache(int32_t num_blocks, int32_t block_size, DType kv_dtype) = 0;
   // Step buffers sized once for the largest step (contract 11).
   virtual void allocate_workspace(int32_t max_tokens, int32_t max_logits) = 0;
   // Runs the step; writes logits [ctx.num_logits, vocab] fp32 into `logits`.
   virtual void forward(const ForwardContext& ctx, const Tensor& logits) = 0;
 
+  // Hidden-state taps (EAGLE-3's inputs): forward() keeps, for every new token, the residual stream
+  // entering each listed layer (num_layers: leaving the last one, before the final norm). Set before
+  // allocate_workspace(). A model without taps refuses.
+  virtual Status set_hidden_taps(std::span<const int32_t> layers);
+  // [num_taps, max_tokens, hidden] in the compute dtype; rows [0, ctx.num_tokens) hold the latest step.
+  virtual Tensor hidden_taps() const { return Tensor(); }
+
  protected:
   explicit Model(weights::ModelConfig config) : config_(std::move(config)) {}
   weights::ModelConfig config_;
+  ModelDescription description_;
   int64_t num_parameters_ = 0;
 };
 

@@ -3,31 +3,29 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "model/arch/deepseek.h"
-#include "model/arch/gpt_oss.h"
-#include "model/arch/llama.h"
+#include "model/layer_plan.h"
 
 namespace drift::model {
+
+// Each family's builder, declared from its registry row (the definitions are in arch/*.cc).
+#define DRIFT_ARCHITECTURE(name, builder) \
+  Expected<std::unique_ptr<Model>> builder(const weights::ModelConfig&, WeightLoader&);
+#include "model/arch/architectures.inc"
+#undef DRIFT_ARCHITECTURE
 
 namespace {
 
 using Builder = Expected<std::unique_ptr<Model>> (*)(const weights::ModelConfig&, WeightLoader&);
-using KvLayout = std::vector<core::KvSpec> (*)(const weights::ModelConfig&, DType);
 
 struct Entry {
   const char* architecture;
   Builder build;
-  KvLayout kv_layout;
 };
 
 constexpr Entry kRegistry[] = {
-    {"LlamaForCausalLM", &build_llama, &llama_kv_layout},
-    {"Qwen2ForCausalLM", &build_llama, &llama_kv_layout},
-    {"Qwen3ForCausalLM", &build_llama, &llama_kv_layout},
-    {"DeepseekV2ForCausalLM", &build_deepseek, &deepseek_kv_layout},
-    {"DeepseekV3ForCausalLM", &build_deepseek, &deepseek_kv_layout},
-    {"YoutuForCausalLM", &build_deepseek, &deepseek_kv_layout},
-    {"GptOssForCausalLM", &build_gpt_oss, &gpt_oss_kv_layout},
+#define DRIFT_ARCHITECTURE(name, builder) {name, &builder},
+#include "model/arch/architectures.inc"
+#undef DRIFT_ARCHITECTURE
 };
 
 const Entry* find_entry(const std::string& architecture) {
@@ -50,9 +48,8 @@ std::vector<std::string> supported_architectures() {
 }
 
 Expected<std::vector<core::KvSpec>> kv_layout(const weights::ModelConfig& config, DType kv_dtype) {
-  const Entry* e = find_entry(config.architecture);
-  if (e == nullptr) return unknown_architecture(config.architecture);
-  return e->kv_layout(config, kv_dtype);
+  if (find_entry(config.architecture) == nullptr) return unknown_architecture(config.architecture);
+  return plan_layers(config).kv_specs(kv_dtype);
 }
 
 Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config, WeightLoader& loader) {
@@ -63,11 +60,14 @@ Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config,
 
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops, const LoadOptions& options) {
   DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig config, weights::load_model_config(model_dir));
+  if (find_entry(config.architecture) == nullptr) return unknown_architecture(config.architecture);
+  DRIFT_RETURN_IF_ERROR(check_backend(config, plan_layers(config), ops, options.kv_dtype.value_or(ops.compute_dtype())));
   if (options.random_weights) {
     WeightLoader loader = WeightLoader::random(options.seed, options.random_std, ops);
     return build_model(config, loader);
   }
   DRIFT_ASSIGN_OR_RETURN(weights::WeightStore store, weights::WeightStore::open(model_dir));
+  for (const std::string& file : options.extra_weight_files) DRIFT_RETURN_IF_ERROR(store.add_file(file));
   WeightLoader loader = WeightLoader::from_store(store, ops);
   if (options.progress) {
     size_t total = 0;

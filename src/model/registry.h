@@ -1,8 +1,11 @@
-// The model registry: one table from the config's `architectures` string to the builder of its family.
+// The model registry: one table (arch/architectures.inc) from the config's `architectures` string to the
+// builder of its family, and the load path that checks the backend can run the model before any weight
+// is read.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,11 @@ struct LoadOptions {
   bool random_weights = false;  // build from config.json alone (benchmarks of any shape)
   uint64_t seed = 0;
   float random_std = 0.02f;
+  // The KV cache dtype the model will be run with (checked against the backend at load); unset: the
+  // backend's compute dtype.
+  std::optional<DType> kv_dtype;
+  // More safetensors files whose tensors join the folder's (retrofit weights, draft heads).
+  std::vector<std::string> extra_weight_files;
   // Called now and then while loading: bytes read so far and in all.
   std::function<void(size_t loaded, size_t total)> progress;
 };
@@ -23,7 +31,8 @@ std::vector<std::string> supported_architectures();
 // The KV cache a config needs per token, without loading weights (drift inspect, capacity planning).
 Expected<std::vector<core::KvSpec>> kv_layout(const weights::ModelConfig& config, DType kv_dtype);
 Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config, WeightLoader& loader);
-// config.json + safetensors of a Hugging Face folder (or random weights) -> a model on `ops`.
+// config.json + safetensors of a Hugging Face folder (or random weights) -> a model on `ops`. Refuses a
+// model the backend cannot run (check_backend) before reading weights.
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops, const LoadOptions& options = {});
 
 }  // namespace drift::model

@@ -9,6 +9,49 @@
 
 namespace drift::model {
 
+namespace {
+
+int64_t product(const std::vector<int64_t>& shape, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= shape[i];
+  return n;
+}
+
+// Checks that the shard splits `shape` into equal parts, naming the tensor otherwise.
+Status check_shard(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard) {
+  if (shard.whole()) return Status::Ok();
+  if (shard.dim < 0 || size_t(shard.dim) >= shape.size() || shard.rank < 0 || shard.rank >= shard.world)
+    return invalid_argument(fmt::format("tensor '{}' of shape [{}]: no dimension {} / rank {} of {} to split",
+                                        name, fmt::join(shape, ", "), shard.dim, shard.rank, shard.world));
+  if (shape[size_t(shard.dim)] % shard.world != 0)
+    return invalid_argument(fmt::format("tensor '{}' of shape [{}] does not split into {} equal parts along dimension {}",
+                                        name, fmt::join(shape, ", "), shard.world, shard.dim));
+  return Status::Ok();
+}
+
+// Copies the shard's part of `whole` (fp32, `shape`) to the end of `out`.
+void append_part(const float* whole, const std::vector<int64_t>& shape, const Shard& shard, std::vector<float>& out) {
+  const size_t d = size_t(shard.dim);
+  const int64_t outer = product(shape, 0, d), inner = product(shape, d + 1, shape.size());
+  const int64_t part = shape[d] / shard.world;
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* from = whole + (o * shape[d] + shard.rank * part) * inner;
+    out.insert(out.end(), from, from + part * inner);
+  }
+}
+
+}  // namespace
+
+Expected<backend::Buffer> alloc_shaped(backend::Ops& ops, DType dtype, const std::vector<int64_t>& shape) {
+  switch (shape.size()) {
+    case 1: return ops.alloc(dtype, {shape[0]});
+    case 2: return ops.alloc(dtype, {shape[0], shape[1]});
+    case 3: return ops.alloc(dtype, {shape[0], shape[1], shape[2]});
+    case 4: return ops.alloc(dtype, {shape[0], shape[1], shape[2], shape[3]});
+    default: return invalid_argument(fmt::format("weights of {} dimensions are not supported", shape.size()));
+  }
+}
+
 WeightLoader WeightLoader::from_store(const weights::WeightStore& store, backend::Ops& ops) {
   return WeightLoader(&store, 0, 0.0f, ops);
 }
@@ -19,26 +62,52 @@ WeightLoader WeightLoader::random(uint64_t seed, float std, backend::Ops& ops) {
 
 bool WeightLoader::has(const std::string& name) const { return store_ == nullptr || store_->contains(name); }
 
-Status WeightLoader::read_f32(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>& out) {
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  const size_t offset = out.size();
-  out.resize(offset + size_t(numel));
-  float* dst = out.data() + offset;
+void WeightLoader::count(const std::string& name, const std::vector<int64_t>& shape, size_t bytes_read) {
+  if (counted_.insert(name).second) num_parameters_ += product(shape, 0, shape.size());
+  bytes_loaded_ += bytes_read;
+  if (progress_) progress_(bytes_loaded_, bytes_total_);
+}
+
+Status WeightLoader::read_f32(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
+                              std::vector<float>& out) {
+  DRIFT_RETURN_IF_ERROR(check_shard(name, shape, shard));
+  const int64_t numel = product(shape, 0, shape.size());
+  std::vector<float> whole;
+  float* dst = nullptr;
+  if (shard.whole()) {
+    out.resize(out.size() + size_t(numel));
+    dst = out.data() + out.size() - size_t(numel);
+  } else {
+    whole.resize(size_t(numel));
+    dst = whole.data();
+  }
   if (store_ == nullptr) {
+    // The whole tensor is drawn even for a shard, so every rank sees the same weights.
     std::mt19937_64 rng(seed_ + 0x9e3779b97f4a7c15ull * ++num_random_);
     std::normal_distribution<float> normal(0.0f, std_);
     const bool is_norm = name.ends_with("norm.weight");
     for (int64_t i = 0; i < numel; ++i) dst[i] = (is_norm ? 1.0f : 0.0f) + normal(rng);
-    return Status::Ok();
+    count(name, shape, 0);
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
+    if (!is_float(info->dtype) && info->dtype != DType::kBF16)
+      return invalid_argument(fmt::format("tensor '{}' in {} has dtype {}, expected a floating-point type", name,
+                                          info->file, dtype_name(info->dtype)));
+    if (shard.whole()) {
+      convert_to_f32(info->bytes.data(), info->dtype, dst, size_t(numel));
+    } else {
+      // Only the shard's rows are converted: a rank reads its part of the mapped file.
+      const size_t d = size_t(shard.dim), elem = dtype_size(info->dtype);
+      const int64_t outer = product(shape, 0, d), inner = product(shape, d + 1, shape.size());
+      const int64_t part = shape[d] / shard.world;
+      for (int64_t o = 0; o < outer; ++o) {
+        const int64_t first = (o * shape[d] + shard.rank * part) * inner;
+        convert_to_f32(info->bytes.data() + size_t(first) * elem, info->dtype, dst + first, size_t(part * inner));
+      }
+    }
+    count(name, shape, info->bytes.size() / size_t(shard.world));
   }
-  DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
-  if (!is_float(info->dtype) && info->dtype != DType::kBF16)
-    return invalid_argument(fmt::format("tensor '{}' in {} has dtype {}, expected a floating-point type", name,
-                                        info->file, dtype_name(info->dtype)));
-  convert_to_f32(info->bytes.data(), info->dtype, dst, size_t(numel));
-  bytes_loaded_ += info->bytes.size();
-  if (progress_) progress_(bytes_loaded_, bytes_total_);
+  if (!shard.whole()) append_part(whole.data(), shape, shard, out);
   return Status::Ok();
 }
 
@@ -46,22 +115,51 @@ Expected<backend::Buffer> WeightLoader::load(const std::string& name, std::vecto
   return load_stacked({name}, {shape});
 }
 
+Expected<backend::Buffer> WeightLoader::load(const std::string& name, const std::vector<int64_t>& shape,
+                                             const Shard& shard) {
+  return load_stacked({name}, {shape}, shard);
+}
+
 Expected<backend::Buffer> WeightLoader::load_stacked(const std::vector<std::string>& names,
-                                                     const std::vector<std::vector<int64_t>>& shapes) {
+                                                     const std::vector<std::vector<int64_t>>& shapes,
+                                                     const Shard& shard) {
   std::vector<float> host;
   int64_t rows = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    DRIFT_RETURN_IF_ERROR(read_f32(names[i], shapes[i], host));
-    rows += shapes[i][0];
+    DRIFT_RETURN_IF_ERROR(read_f32(names[i], shapes[i], shard, host));
+    rows += shard.dim == 0 ? shapes[i][0] / shard.world : shapes[i][0];
   }
   std::vector<int64_t> shape = shapes[0];
+  if (shard.dim > 0) shape[size_t(shard.dim)] /= shard.world;
   shape[0] = rows;
   return upload(host, shape);
 }
 
+Expected<backend::Buffer> WeightLoader::load_stored(const std::string& name, const std::vector<int64_t>& shape,
+                                                    DType dtype) {
+  DRIFT_ASSIGN_OR_RETURN(backend::Buffer buf, alloc_shaped(*ops_, dtype, shape));
+  if (store_ == nullptr) {
+    if (dtype != DType::kU8)
+      return unsupported(fmt::format("random weights stored as {} ('{}'): only U8 formats", dtype_name(dtype), name));
+    std::mt19937_64 rng(seed_ + 0x9e3779b97f4a7c15ull * ++num_random_);
+    std::vector<uint8_t> bytes(buf.view.nbytes());
+    for (uint8_t& b : bytes) b = uint8_t(rng());
+    ops_->copy_from_host(buf.view, bytes.data());
+    count(name, shape, 0);
+    return buf;
+  }
+  DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
+  if (info->dtype != dtype)
+    return invalid_argument(fmt::format("tensor '{}' in {} has dtype {}, expected {} (kept as stored)", name, info->file,
+                                        dtype_name(info->dtype), dtype_name(dtype)));
+  ops_->copy_from_host(buf.view, info->bytes.data());
+  count(name, shape, info->bytes.size());
+  return buf;
+}
+
 Expected<std::vector<float>> WeightLoader::read_host(const std::string& name, const std::vector<int64_t>& shape) {
   std::vector<float> host;
-  DRIFT_RETURN_IF_ERROR(read_f32(name, shape, host));
+  DRIFT_RETURN_IF_ERROR(read_f32(name, shape, {}, host));
   return host;
 }
 
@@ -71,31 +169,23 @@ Expected<std::vector<float>> WeightLoader::read_host_mxfp4(const std::string& na
   DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* blocks, store_->get(name + "_blocks"));
   DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* scales, store_->get(name + "_scales"));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> host, weights::dequantize_mxfp4(*blocks, *scales, shape));
-  bytes_loaded_ += blocks->bytes.size() + scales->bytes.size();
-  if (progress_) progress_(bytes_loaded_, bytes_total_);
+  count(name, shape, blocks->bytes.size() + scales->bytes.size());
   return host;
 }
 
 Expected<backend::Buffer> WeightLoader::upload(const std::vector<float>& host, const std::vector<int64_t>& shape) {
   const DType t = ops_->compute_dtype();
-  backend::Buffer buf;
-  switch (shape.size()) {
-    case 1: buf = ops_->alloc(t, {shape[0]}); break;
-    case 2: buf = ops_->alloc(t, {shape[0], shape[1]}); break;
-    case 3: buf = ops_->alloc(t, {shape[0], shape[1], shape[2]}); break;
-    case 4: buf = ops_->alloc(t, {shape[0], shape[1], shape[2], shape[3]}); break;
-    default: return invalid_argument(fmt::format("weights of {} dimensions are not supported", shape.size()));
-  }
+  DRIFT_ASSIGN_OR_RETURN(backend::Buffer buf, alloc_shaped(*ops_, t, shape));
   if (buf.view.numel() != int64_t(host.size()))
     return invalid_argument(fmt::format("{} values do not fill shape [{}]", host.size(), fmt::join(shape, ", ")));
-  if (ops_->compute_dtype() == DType::kF32) {
+  if (t == DType::kF32) {
     ops_->copy_from_host(buf.view, host.data());
-  } else if (ops_->compute_dtype() == DType::kBF16) {
+  } else if (t == DType::kBF16) {
     std::vector<uint16_t> bf(host.size());
     for (size_t i = 0; i < host.size(); ++i) bf[i] = f32_to_bf16(host[i]);
     ops_->copy_from_host(buf.view, bf.data());
   } else {
-    return unsupported(fmt::format("backend compute dtype {}", dtype_name(ops_->compute_dtype())));
+    return unsupported(fmt::format("backend compute dtype {}", dtype_name(t)));
   }
   return buf;
 }

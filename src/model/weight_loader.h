@@ -1,11 +1,14 @@
 // WeightLoader: fetches a named weight with its expected shape and places it on the backend in the
-// backend's compute dtype, converting once at load (bf16/fp16/fp8 -> fp32 on the CPU). The source is a
-// Hugging Face folder, or seeded random numbers so any config.json can be benchmarked without weights.
+// backend's compute dtype, converting once at load (bf16/fp16/fp8 -> fp32 on the CPU), or as stored for
+// kernels that read a quantized format themselves. It can read one rank's share of a tensor (tensor
+// parallelism reads only its part). The source is a Hugging Face folder (plus any extra safetensors
+// files opened beside it), or seeded random numbers so any config.json can be benchmarked without weights.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,13 @@
 #include "weights/weight_store.h"
 
 namespace drift::model {
+
+// A rank's share of a tensor split along one dimension: part `rank` of `world` equal parts.
+struct Shard {
+  int32_t dim = 0;
+  int32_t rank = 0, world = 1;
+  bool whole() const { return world == 1; }
+};
 
 class WeightLoader {
  public:
@@ -22,9 +32,16 @@ class WeightLoader {
 
   bool has(const std::string& name) const;
   Expected<backend::Buffer> load(const std::string& name, std::vector<int64_t> shape);
-  // Several tensors stacked along dimension 0 into one buffer (e.g. gate and up into one matrix).
+  // The rank's share of a tensor whose whole shape is `shape`: the result has shape[dim] / world there.
+  Expected<backend::Buffer> load(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard);
+  // Several tensors stacked along dimension 0 into one buffer (e.g. gate and up into one matrix); with a
+  // shard, each tensor's share (a column-split q/k/v keeps its part of each of the three).
   Expected<backend::Buffer> load_stacked(const std::vector<std::string>& names,
-                                         const std::vector<std::vector<int64_t>>& shapes);
+                                         const std::vector<std::vector<int64_t>>& shapes, const Shard& shard = {});
+  // The tensor's bytes as stored, in its stored dtype (checked against `dtype`), for kernels that read a
+  // quantized format themselves (MXFP4 blocks and scales as U8, FP8 weights as F8E4M3). Random weights:
+  // uniform bytes (U8 only).
+  Expected<backend::Buffer> load_stored(const std::string& name, const std::vector<int64_t>& shape, DType dtype);
   // The weight as fp32 on the host, for layouts a model derives at load (MLA's absorbed projections).
   Expected<std::vector<float>> read_host(const std::string& name, const std::vector<int64_t>& shape);
   // The MXFP4 matrix "<name>_blocks" + "<name>_scales" of `shape` [..., rows, cols], decoded to fp32 on the host.
@@ -37,12 +54,16 @@ class WeightLoader {
     bytes_total_ = total;
   }
   backend::Ops& ops() { return *ops_; }
+  // Elements of every distinct tensor read so far, whole (the model's parameter count once it is built).
+  int64_t num_parameters() const { return num_parameters_; }
 
  private:
   WeightLoader(const weights::WeightStore* store, uint64_t seed, float std, backend::Ops& ops)
       : store_(store), seed_(seed), std_(std), ops_(&ops) {}
-  // Appends the weight as fp32 to `out`.
-  Status read_f32(const std::string& name, const std::vector<int64_t>& shape, std::vector<float>& out);
+  // Appends the weight (the shard's part of it) as fp32 to `out`.
+  Status read_f32(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
+                  std::vector<float>& out);
+  void count(const std::string& name, const std::vector<int64_t>& shape, size_t bytes_read);
 
   const weights::WeightStore* store_;
   uint64_t seed_;
@@ -51,6 +72,11 @@ class WeightLoader {
   size_t bytes_loaded_ = 0, bytes_total_ = 0;
   std::function<void(size_t, size_t)> progress_;
   uint64_t num_random_ = 0;
+  std::set<std::string> counted_;
+  int64_t num_parameters_ = 0;
 };
+
+// A buffer of `shape` (1 to 4 dimensions) on `ops`.
+Expected<backend::Buffer> alloc_shaped(backend::Ops& ops, DType dtype, const std::vector<int64_t>& shape);
 
 }  // namespace drift::model

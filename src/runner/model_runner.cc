@@ -2,34 +2,96 @@
 
 #include <algorithm>
 #include <bit>
+#include <numeric>
 
 #include <fmt/format.h>
 
 namespace drift::runner {
 
+namespace {
+
+// The largest draft tree a step may carry: 8 mask words per token.
+constexpr int32_t kMaxTreeTokens = 256;
+
+int32_t mask_words_for(int32_t num_new) { return (num_new + 31) / 32; }
+
+// Word w of a chain token's mask row: token i sees every new token j <= i.
+uint32_t chain_bits(int32_t i, int32_t w) {
+  const int32_t below = std::clamp(i + 1 - 32 * w, 0, 32);
+  return below == 32 ? ~0u : (1u << below) - 1u;
+}
+
+// The logits rows a SeqStep asks for, as indices into its new tokens: calls f(i) for each.
+template <class F>
+void for_each_logit_row(const SeqStep& seq, F&& f) {
+  if (!seq.logit_rows.empty()) {
+    for (int32_t i : seq.logit_rows) f(i);
+  } else if (seq.all_logits) {
+    for (int32_t i = 0; i < seq.num_new; ++i) f(i);
+  } else if (seq.wants_logits) {
+    f(seq.num_new - 1);
+  }
+}
+
+int32_t count_logit_rows(const SeqStep& seq) {
+  int32_t n = 0;
+  for_each_logit_row(seq, [&](int32_t) { ++n; });
+  return n;
+}
+
+// Checks a sequence's draft tree (positions and ancestor bits) against its shape.
+Status check_tree(const SeqStep& seq, int32_t s, int32_t max_model_len) {
+  if (seq.positions.empty() != seq.tree_mask.empty())
+    return invalid_argument(fmt::format("sequence {}: a draft tree needs both positions and a tree mask", s));
+  if (seq.positions.empty()) return Status::Ok();
+  const int32_t words = mask_words_for(seq.num_new);
+  if (seq.num_new > kMaxTreeTokens)
+    return invalid_argument(fmt::format("sequence {}: a draft tree of {} tokens (at most {})", s, seq.num_new, kMaxTreeTokens));
+  if (int32_t(seq.positions.size()) != seq.num_new || int64_t(seq.tree_mask.size()) != int64_t(seq.num_new) * words)
+    return invalid_argument(fmt::format("sequence {}: {} new tokens need {} positions and {} mask words, got {} and {}", s,
+                                        seq.num_new, seq.num_new, seq.num_new * words, seq.positions.size(),
+                                        seq.tree_mask.size()));
+  for (int32_t i = 0; i < seq.num_new; ++i) {
+    const int32_t pos = seq.positions[size_t(i)];
+    if (pos < 0 || pos >= max_model_len)
+      return invalid_argument(fmt::format("sequence {}: tree position {} outside [0, {})", s, pos, max_model_len));
+    if (((seq.tree_mask[size_t(i) * size_t(words) + size_t(i / 32)] >> (i % 32)) & 1u) == 0)
+      return invalid_argument(fmt::format("sequence {}: tree mask row {} does not mark the token itself", s, i));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerConfig& config,
                          std::unique_ptr<sample::DeviceSampler> sampler)
     : model_(model), ops_(ops), config_(config), sampler_(std::move(sampler)) {
   max_blocks_per_seq_ = (config.max_model_len + config.block_size - 1) / config.block_size;
+  max_mask_words_ = mask_words_for(std::min(config.max_num_tokens, kMaxTreeTokens));
   scratch_block_ = config.num_blocks;
   const int32_t t = config.max_num_tokens, s = config.max_num_seqs;
   // Decode buckets: powers of two below the largest batch, then the largest batch itself.
   const int32_t largest = std::min(s, t);
   for (int32_t b = 1; b < largest; b *= 2) buckets_.push_back(b);
   buckets_.push_back(largest);
-  const int64_t arena = layout(t, s, max_blocks_per_seq_).size;
+  row_index_.resize(size_t(t));
+  std::iota(row_index_.begin(), row_index_.end(), 0);
+  const int64_t arena = layout(t, s, t, max_blocks_per_seq_, max_mask_words_).size;
   staging_ = ops.alloc_host(DType::kI32, {arena});
   inputs_ = ops.alloc(DType::kI32, {arena});
   logits_ = ops.alloc(DType::kF32, {t, model.vocab_size()});
   model.allocate_workspace(t, t);
-  model.allocate_kv_cache(config.num_blocks + 1, config.block_size);
+  model.allocate_kv_cache(config.num_blocks + 1, config.block_size, config.kv_dtype.value_or(ops.compute_dtype()));
 }
 
-ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, int32_t width) const {
+ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width,
+                                        int32_t mask_words) const {
   Layout l;
   l.num_tokens = num_tokens;
   l.num_seqs = num_seqs;
+  l.num_logits = num_logits;
   l.width = width;
+  l.mask_words = mask_words;
   int64_t at = 0;
   auto take = [&](int64_t n) {
     const int64_t begin = at;
@@ -41,9 +103,10 @@ ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, in
   l.positions = take(num_tokens);
   l.context_lens = take(num_seqs);
   l.query_start = take(num_seqs + 1);
-  l.logits_rows = take(num_tokens);
+  l.logits_rows = take(num_logits);
   l.slot_mapping = take(groups * num_tokens);
   l.block_tables = take(groups * int64_t(num_seqs) * width);
+  l.tree_mask = take(int64_t(num_tokens) * mask_words);
   l.size = at;
   return l;
 }
@@ -54,17 +117,16 @@ int32_t ModelRunner::decode_bucket(int32_t num_seqs) const {
   return 0;
 }
 
-Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow_graph) {
-  const int32_t num_seqs = int32_t(seqs.size());
-  if (num_seqs == 0 || num_seqs > config_.max_num_seqs)
-    return invalid_argument(fmt::format("a step needs 1..{} sequences, got {}", config_.max_num_seqs, num_seqs));
+Expected<ModelRunner::StepShape> ModelRunner::check(std::span<const SeqStep> seqs) const {
+  StepShape shape;
+  shape.num_seqs = int32_t(seqs.size());
+  if (shape.num_seqs == 0 || shape.num_seqs > config_.max_num_seqs)
+    return invalid_argument(fmt::format("a step needs 1..{} sequences, got {}", config_.max_num_seqs, shape.num_seqs));
   const size_t num_groups = size_t(config_.num_kv_groups);
   const int32_t bs = config_.block_size;
-
-  // Check every sequence and size the step: tokens, logits rows, the widest block table it reads.
-  int32_t num_tokens = 0, num_logits = 0, blocks_wide = 1;
-  bool pure_decode = true;
-  for (int32_t s = 0; s < num_seqs; ++s) {
+  int32_t blocks_wide = 1;
+  bool uniform = true;
+  for (int32_t s = 0; s < shape.num_seqs; ++s) {
     const SeqStep& seq = seqs[size_t(s)];
     const int32_t end = seq.num_computed + seq.num_new;
     if (seq.num_new <= 0 || end > int32_t(seq.tokens.size()) || end > config_.max_model_len)
@@ -78,87 +140,142 @@ Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow
       if (int32_t(table.size()) < blocks_needed || int32_t(table.size()) > max_blocks_per_seq_)
         return invalid_argument(fmt::format("sequence {} needs {} KV blocks for {} tokens, its block table has {} (at most {})",
                                             s, blocks_needed, end, table.size(), max_blocks_per_seq_));
-    num_tokens += seq.num_new;
-    if (num_tokens > config_.max_num_tokens)
+    int32_t previous = -1;
+    for (int32_t i : seq.logit_rows) {
+      if (i <= previous || i >= seq.num_new)
+        return invalid_argument(fmt::format("sequence {}: logit rows must ascend within [0, {}), got {}", s, seq.num_new, i));
+      previous = i;
+    }
+    DRIFT_RETURN_IF_ERROR(check_tree(seq, s, config_.max_model_len));
+    if (!seq.tree_mask.empty()) shape.mask_words = std::max(shape.mask_words, mask_words_for(seq.num_new));
+    const int32_t logits = count_logit_rows(seq);
+    shape.num_tokens += seq.num_new;
+    if (shape.num_tokens > config_.max_num_tokens)
       return invalid_argument(fmt::format("step exceeds max_num_tokens {}", config_.max_num_tokens));
-    num_logits += seq.all_logits ? seq.num_new : (seq.wants_logits ? 1 : 0);
+    shape.num_logits += logits;
     blocks_wide = std::max(blocks_wide, blocks_needed);
-    pure_decode = pure_decode && seq.num_new == 1 && seq.wants_logits && !seq.all_logits;
+    const SeqStep& first = seqs[0];
+    uniform = uniform && logits > 0 && seq.num_new == first.num_new && logits == count_logit_rows(first) &&
+              seq.num_new <= bs && seq.tree_mask.empty() == first.tree_mask.empty();
+  }
+  if (uniform) {
+    shape.uniform_new = seqs[0].num_new;
+    shape.uniform_logits = count_logit_rows(seqs[0]);
   }
   // Block tables are passed only as wide as a power of two covering the step, so the upload stays small
-  // and a decode graph serves every step whose longest sequence falls in the same power of two.
-  const int32_t width = std::min(max_blocks_per_seq_, int32_t(std::bit_ceil(uint32_t(blocks_wide))));
-  const int32_t bucket = allow_graph && pure_decode ? decode_bucket(num_seqs) : 0;
-  const Layout l = bucket > 0 ? layout(bucket, bucket, width) : layout(num_tokens, num_seqs, width);
+  // and a graph serves every step whose longest sequence falls in the same power of two.
+  shape.width = std::min(max_blocks_per_seq_, int32_t(std::bit_ceil(uint32_t(blocks_wide))));
+  return shape;
+}
 
-  // Pack. Block-table columns past a sequence's last needed block are never read, so they are not written.
+// Block-table columns past a sequence's last needed block are never read, so they are not written.
+void ModelRunner::pack(std::span<const SeqStep> seqs, const Layout& l) {
+  const size_t num_groups = size_t(config_.num_kv_groups);
+  const int32_t bs = config_.block_size;
   int32_t* h = staging_.view.data_as<int32_t>();
   int32_t row = 0, logits_row = 0;
   h[l.query_start] = 0;
-  for (int32_t s = 0; s < num_seqs; ++s) {
-    const SeqStep& seq = seqs[size_t(s)];
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const SeqStep& seq = seqs[s];
     const int32_t end = seq.num_computed + seq.num_new;
     const int32_t first_row = row;
-    for (int32_t pos = seq.num_computed; pos < end; ++pos, ++row) {
+    for (int32_t i = 0; i < seq.num_new; ++i, ++row) {
+      const int32_t pos = seq.num_computed + i;  // the cache position the token's K/V goes to
       h[l.token_ids + row] = seq.tokens[size_t(pos)];
-      h[l.positions + row] = pos;
+      h[l.positions + row] = seq.positions.empty() ? pos : seq.positions[size_t(i)];
       for (size_t g = 0; g < num_groups; ++g) {
         const int32_t block = seq.block_tables[g][size_t(pos / bs)];
         h[l.slot_mapping + int64_t(g) * l.num_tokens + row] = block < 0 ? -1 : block * bs + pos % bs;
       }
+      // Tree rows copy their ancestor bits; chain rows (and padding words) see every earlier new token.
+      uint32_t* mask = reinterpret_cast<uint32_t*>(h + l.tree_mask + int64_t(row) * l.mask_words);
+      const int32_t words = mask_words_for(seq.num_new);
+      for (int32_t w = 0; w < l.mask_words; ++w) {
+        if (!seq.tree_mask.empty()) {
+          mask[w] = w < words ? seq.tree_mask[size_t(i) * size_t(words) + size_t(w)] : 0u;
+        } else {
+          mask[w] = chain_bits(i, w);
+        }
+      }
     }
     for (size_t g = 0; g < num_groups; ++g)
       std::copy_n(seq.block_tables[g].begin(), (end + bs - 1) / bs,
-                  h + l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width);
-    h[l.query_start + s + 1] = row;
-    h[l.context_lens + s] = end;
-    if (seq.all_logits) {
-      for (int32_t r = first_row; r < row; ++r) h[l.logits_rows + logits_row++] = r;
-    } else if (seq.wants_logits) {
-      h[l.logits_rows + logits_row++] = row - 1;
-    }
+                  h + l.block_tables + (int64_t(g) * l.num_seqs + int64_t(s)) * l.width);
+    h[l.query_start + int64_t(s) + 1] = row;
+    h[l.context_lens + int64_t(s)] = end;
+    for_each_logit_row(seq, [&](int32_t i) { h[l.logits_rows + logits_row++] = first_row + i; });
   }
-  // Padding rows of a decode bucket: token 0 at position 0 of a one-token sequence that lives in the
-  // scratch block, written and read there only.
-  for (int32_t s = num_seqs; s < l.num_seqs; ++s) {
-    h[l.token_ids + s] = 0;
-    h[l.positions + s] = 0;
-    for (size_t g = 0; g < num_groups; ++g) {
-      h[l.slot_mapping + int64_t(g) * l.num_tokens + s] = scratch_block_ * bs;
-      h[l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width] = scratch_block_;
-    }
-    h[l.query_start + s + 1] = s + 1;
-    h[l.context_lens + s] = 1;
-    h[l.logits_rows + s] = s;
-  }
-  const Tensor all = inputs_.view.slice(0, l.size);
-  ops_.copy_from_host(all, h);
+}
 
+// Padding sequences of a graph bucket: new_per_seq tokens (token 0) at positions 0.. of a sequence that
+// lives in the scratch block, written and read there only; logits of their last rows.
+void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32_t logits_per_seq, const Layout& l) {
+  const size_t num_groups = size_t(config_.num_kv_groups);
+  const int32_t bs = config_.block_size;
+  int32_t* h = staging_.view.data_as<int32_t>();
+  for (int32_t s = num_real_seqs; s < l.num_seqs; ++s) {
+    for (int32_t i = 0; i < new_per_seq; ++i) {
+      const int32_t row = s * new_per_seq + i;
+      h[l.token_ids + row] = 0;
+      h[l.positions + row] = i;
+      for (size_t g = 0; g < num_groups; ++g) h[l.slot_mapping + int64_t(g) * l.num_tokens + row] = scratch_block_ * bs + i;
+      uint32_t* mask = reinterpret_cast<uint32_t*>(h + l.tree_mask + int64_t(row) * l.mask_words);
+      for (int32_t w = 0; w < l.mask_words; ++w) mask[w] = chain_bits(i, w);
+    }
+    for (int32_t j = 0; j < logits_per_seq; ++j)
+      h[l.logits_rows + s * logits_per_seq + j] = (s + 1) * new_per_seq - logits_per_seq + j;
+    for (size_t g = 0; g < num_groups; ++g) h[l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width] = scratch_block_;
+    h[l.query_start + s + 1] = (s + 1) * new_per_seq;
+    h[l.context_lens + s] = new_per_seq;
+  }
+}
+
+model::ForwardContext ModelRunner::context(const Layout& l) const {
+  const Tensor all = inputs_.view.slice(0, l.size);
+  auto part = [&](int64_t offset, int64_t n) { return all.slice(offset, offset + n); };
   model::ForwardContext ctx;
   ctx.num_tokens = l.num_tokens;
   ctx.num_seqs = l.num_seqs;
-  ctx.num_logits = bucket > 0 ? bucket : num_logits;
-  auto part = [&](int64_t offset, int64_t n) { return all.slice(offset, offset + n); };
+  ctx.num_logits = l.num_logits;
   ctx.token_ids = part(l.token_ids, l.num_tokens);
   ctx.positions = part(l.positions, l.num_tokens);
-  for (size_t g = 0; g < num_groups; ++g)
+  for (int64_t g = 0; g < config_.num_kv_groups; ++g)
     ctx.kv_groups.push_back(
-        {part(l.slot_mapping + int64_t(g) * l.num_tokens, l.num_tokens),
-         part(l.block_tables + int64_t(g) * l.num_seqs * l.width, int64_t(l.num_seqs) * l.width).view({l.num_seqs, l.width})});
+        {.slot_mapping = part(l.slot_mapping + g * l.num_tokens, l.num_tokens),
+         .block_tables = part(l.block_tables + g * l.num_seqs * l.width, int64_t(l.num_seqs) * l.width)
+                             .view({l.num_seqs, l.width})});
   ctx.query_start = part(l.query_start, l.num_seqs + 1);
   ctx.context_lens = part(l.context_lens, l.num_seqs);
-  ctx.logits_rows = part(l.logits_rows, ctx.num_logits);
-  const Tensor logits = logits_.view.slice(0, ctx.num_logits);
+  ctx.logits_rows = part(l.logits_rows, l.num_logits);
+  if (l.mask_words > 0) {
+    Tensor mask = part(l.tree_mask, int64_t(l.num_tokens) * l.mask_words).view({l.num_tokens, l.mask_words});
+    mask.dtype = DType::kU32;
+    ctx.tree_mask = mask;
+  }
+  return ctx;
+}
 
+Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow_graph) {
+  DRIFT_ASSIGN_OR_RETURN(const StepShape shape, check(seqs));
+  int32_t bucket = allow_graph && shape.uniform_new > 0 ? decode_bucket(shape.num_seqs) : 0;
+  if (int64_t(bucket) * shape.uniform_new > config_.max_num_tokens) bucket = 0;  // the padded step would not fit
+  const Layout l = bucket > 0 ? layout(bucket * shape.uniform_new, bucket, bucket * shape.uniform_logits, shape.width,
+                                       shape.mask_words)
+                              : layout(shape.num_tokens, shape.num_seqs, shape.num_logits, shape.width, shape.mask_words);
+  pack(seqs, l);
+  if (bucket > 0) pack_padding(shape.num_seqs, shape.uniform_new, shape.uniform_logits, l);
+  ops_.copy_from_host(inputs_.view.slice(0, l.size), staging_.view.data);
+  const model::ForwardContext ctx = context(l);
+  const Tensor logits = logits_.view.slice(0, l.num_logits);
   if (bucket == 0) {
     model_.forward(ctx, logits);
-    return num_logits;
+    return shape.num_logits;
   }
-  auto& graph = graphs_[{bucket, width}];
+  auto& graph = graphs_[{bucket, shape.uniform_new, shape.uniform_logits, shape.width, shape.mask_words}];
   if (graph != nullptr) {
     graph->replay();
     ++graph_replays_;
-    return num_logits;
+    return shape.num_logits;
   }
   // First time for this shape: run it directly (which also builds any per-shape plans, such as
   // cuBLASLt's, on the host), then record the same launches for the steps to come.
@@ -166,7 +283,7 @@ Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow
   ops_.begin_capture();
   model_.forward(ctx, logits);
   graph = ops_.end_capture();
-  return num_logits;
+  return shape.num_logits;
 }
 
 Expected<std::span<const float>> ModelRunner::step(std::span<const SeqStep> seqs) {
@@ -182,18 +299,39 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
     std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling) {
   if (sampler_ == nullptr)
     return unsupported(fmt::format("the {} backend's runner has no device sampler", ops_.name()));
-  size_t sampled = 0;
-  for (const SeqStep& seq : seqs) {
-    if (seq.all_logits) return invalid_argument("step_and_sample: all_logits needs step()");
-    sampled += seq.wants_logits ? 1 : 0;
-  }
-  if (sampled != sampling.size())
-    return invalid_argument(fmt::format("step_and_sample: {} sequences want a token but {} samplings were given",
-                                        sampled, sampling.size()));
+  size_t rows = 0;
+  for (const SeqStep& seq : seqs) rows += size_t(count_logit_rows(seq));
+  if (rows != sampling.size())
+    return invalid_argument(fmt::format("step_and_sample: the step has {} logits rows but {} samplings were given", rows,
+                                        sampling.size()));
   const bool graphs = config_.cuda_graphs && ops_.supports_capture();
   DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, graphs));
   if (num_logits == 0) return std::span<const sample::SampleResult>();
   return sampler_->sample(logits_.view.slice(0, num_logits), sampling);
+}
+
+int32_t ModelRunner::num_logits(const core::ScheduledSeq& s) {
+  if (!s.samples) return 0;
+  return std::min(s.num_new, 1 + s.seq->num_draft_tokens);
+}
+
+std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan) {
+  plan_steps_.clear();
+  for (const core::ScheduledSeq& s : plan.seqs) {
+    const int32_t logits = num_logits(s);
+    SeqStep step{.tokens = s.seq->tokens, .num_computed = s.num_computed, .num_new = s.num_new,
+                 .block_tables = s.seq->block_tables};
+    step.logit_rows = std::span<const int32_t>(row_index_).subspan(size_t(s.num_new - logits), size_t(logits));
+    plan_steps_.push_back(step);
+  }
+  return plan_steps_;
+}
+
+Expected<std::span<const float>> ModelRunner::step(const core::BatchPlan& plan) { return step(rows_of(plan)); }
+
+Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
+    const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling) {
+  return step_and_sample(rows_of(plan), sampling);
 }
 
 }  // namespace drift::runner

@@ -1,25 +1,28 @@
 // ModelRunner: turns one step's scheduled sequences into the ForwardContext (positions, slot mapping,
-// block tables, cu_seqlens, logits rows) in buffers allocated once, runs the model, and returns either
-// the logits on the host or, with a device sampler, the sampled tokens. It knows block ids, not how they
-// were chosen: the scheduler's plan arrives as SeqStep rows.
+// block tables, cu_seqlens, tree masks, logits rows) in buffers allocated once, runs the model, and returns
+// either the logits on the host or, with a device sampler, the sampled tokens. It knows block ids, not how
+// they were chosen: a step arrives as the scheduler's BatchPlan, or as SeqStep rows.
 //
 // Every step's int32 inputs are packed into one page-locked staging arena and go up in one copy. A
-// pure-decode step (every sequence one new token that is sampled) that samples on the device is padded
-// to a batch bucket (1, 2, 4, ... max_num_seqs) and replayed from a CUDA graph captured the first time
-// its (bucket, block-table width) came up; the padding rows read and write only a scratch KV block that
-// the scheduler never hands out, so they cannot touch a real sequence.
+// uniform step (every sequence the same number k of new tokens and of logits rows, k <= block_size: plain
+// decode, or a speculative verify of k - 1 drafts) that samples on the device is padded to a batch bucket
+// (1, 2, 4, ... max_num_seqs) and replayed from a CUDA graph captured the first time its shape came up;
+// the padding rows read and write only a scratch KV block that the scheduler never hands out, so they
+// cannot touch a real sequence.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
-#include <utility>
+#include <tuple>
 #include <vector>
 
 #include "drift/status.h"
 
 #include "backend/ops.h"
+#include "core/sched/batch_plan.h"
 #include "model/model.h"
 #include "sample/device_sampler.h"
 
@@ -32,18 +35,27 @@ struct RunnerConfig {
   int32_t num_blocks = 0;          // KV capacity in blocks (the runner allocates one more: the scratch block)
   int32_t max_model_len = 4096;    // bounds the block table width
   int32_t num_kv_groups = 1;       // the model's KV layer groups, each with its own block tables
-  // Replay pure-decode steps of step_and_sample() from graphs, when the backend can capture them.
+  std::optional<DType> kv_dtype;   // the KV cache's element type; unset: the backend's compute dtype
+  // Replay uniform steps of step_and_sample() from graphs, when the backend can capture them.
   bool cuda_graphs = true;
 };
 
 struct SeqStep {
-  std::span<const int32_t> tokens;       // the sequence's tokens so far (prompt + output)
+  std::span<const int32_t> tokens;       // the sequence's tokens so far (prompt + output, + drafts)
   int32_t num_computed = 0;              // tokens already in KV
   int32_t num_new = 0;                   // computed now: tokens[num_computed, num_computed + num_new)
   // Per KV group: block ids covering at least num_computed + num_new tokens (-1: released by a window).
   std::span<const std::vector<int32_t>> block_tables;
   bool wants_logits = false;             // logits of the last new token
   bool all_logits = false;               // logits of every new token (perplexity, prompt logprobs)
+  // Logits of these new tokens instead (indices into [0, num_new), ascending): a verify step wants the
+  // last verified token's row and each draft's. Overrides the two flags when not empty.
+  std::span<const int32_t> logit_rows;
+  // A draft tree among the new tokens (EAGLE): each new token's position (the context length plus its
+  // depth), and its ancestor-or-self bits, ceil(num_new / 32) words per new token (bit j: new token j).
+  // Both empty: the new tokens are a chain at positions num_computed, num_computed + 1, ...
+  std::span<const int32_t> positions;
+  std::span<const uint32_t> tree_mask;
 };
 
 class ModelRunner {
@@ -52,16 +64,23 @@ class ModelRunner {
   ModelRunner(model::Model& model, backend::Ops& ops, const RunnerConfig& config,
               std::unique_ptr<sample::DeviceSampler> sampler = nullptr);
 
-  // Runs one step. Logits rows come in SeqStep order: one per wants_logits step, num_new per all_logits step.
+  // Runs one step. Logits rows come in SeqStep order, each sequence's in ascending order.
   // Returns host logits [rows, vocab]; valid until the next step.
   Expected<std::span<const float>> step(std::span<const SeqStep> seqs);
-  // Runs one step and samples the next token of every wants_logits sequence on the device, with
-  // sampling[i] for the i-th of them; only the results come back to the host (valid until the next
-  // step). Needs a device sampler; all_logits is refused.
+  // Runs one step and samples one token from every logits row on the device, with sampling[i] for the
+  // i-th row; only the results come back to the host (valid until the next step). Needs a device sampler.
   Expected<std::span<const sample::SampleResult>> step_and_sample(std::span<const SeqStep> seqs,
                                                                   std::span<const sample::RowSampling> sampling);
-  bool samples_on_device() const { return sampler_ != nullptr; }
 
+  // The same for a scheduled step: each sequence's new tokens, and logits rows for those that sample
+  // (samples): its last new token's, or with drafts the last verified token's and each draft's.
+  Expected<std::span<const float>> step(const core::BatchPlan& plan);
+  Expected<std::span<const sample::SampleResult>> step_and_sample(const core::BatchPlan& plan,
+                                                                  std::span<const sample::RowSampling> sampling);
+  // Logits rows a scheduled sequence gets: 0, 1, or 1 + its drafts.
+  static int32_t num_logits(const core::ScheduledSeq& s);
+
+  bool samples_on_device() const { return sampler_ != nullptr; }
   const RunnerConfig& config() const { return config_; }
   // Benchmarks time the same steps with and without graphs.
   void set_cuda_graphs(bool on) { config_.cuda_graphs = on; }
@@ -71,33 +90,53 @@ class ModelRunner {
   int64_t num_graph_replays() const { return graph_replays_; }
 
  private:
-  // Where each input of a step sits in the packed int32 arenas (host staging and device). The kernels
-  // see num_tokens rows, num_seqs sequences and block tables `width` columns wide.
+  // What a step holds, from checking its sequences.
+  struct StepShape {
+    int32_t num_seqs = 0, num_tokens = 0, num_logits = 0;
+    int32_t width = 0;         // block-table columns passed to the kernels
+    int32_t mask_words = 0;    // tree-mask words per token; 0: every sequence a chain
+    int32_t uniform_new = 0;   // when every sequence has this many new tokens and uniform_logits rows; else 0
+    int32_t uniform_logits = 0;
+  };
+  // Where each input of a step sits in the packed int32 arenas (host staging and device).
   struct Layout {
-    int32_t num_tokens = 0, num_seqs = 0, width = 0;
+    int32_t num_tokens = 0, num_seqs = 0, num_logits = 0, width = 0, mask_words = 0;
     int64_t token_ids = 0, positions = 0, context_lens = 0, query_start = 0, logits_rows = 0;
     int64_t slot_mapping = 0;  // group g's [num_tokens] at slot_mapping + g * num_tokens
     int64_t block_tables = 0;  // group g's [num_seqs, width] at block_tables + g * num_seqs * width
+    int64_t tree_mask = 0;     // [num_tokens, mask_words] uint32 bits
     int64_t size = 0;
   };
-  Layout layout(int32_t num_tokens, int32_t num_seqs, int32_t width) const;
+  // A captured step's shape: (bucket, new tokens per sequence, logits per sequence, width, mask words).
+  using GraphKey = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>;
+
+  Layout layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width, int32_t mask_words) const;
   // The smallest decode graph bucket holding num_seqs sequences; 0 when there is none.
   int32_t decode_bucket(int32_t num_seqs) const;
-  // Checks the step, packs and uploads its inputs, and runs the forward (from a graph when allowed and
-  // the step is pure decode). The step's logits rows are then rows [0, n) of logits_; returns n.
+  Expected<StepShape> check(std::span<const SeqStep> seqs) const;
+  void pack(std::span<const SeqStep> seqs, const Layout& l);
+  void pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32_t logits_per_seq, const Layout& l);
+  model::ForwardContext context(const Layout& l) const;
+  // Checks, packs and uploads the step's inputs and runs the forward (from a graph when allowed and the
+  // step is uniform). The step's logits rows are then rows [0, n) of logits_; returns n.
   Expected<int32_t> forward(std::span<const SeqStep> seqs, bool allow_graph);
+  // The SeqStep rows of a scheduled step (into plan_steps_).
+  std::span<const SeqStep> rows_of(const core::BatchPlan& plan);
 
   model::Model& model_;
   backend::Ops& ops_;
   RunnerConfig config_;
   std::unique_ptr<sample::DeviceSampler> sampler_;
   int32_t max_blocks_per_seq_;
+  int32_t max_mask_words_;
   int32_t scratch_block_;  // the KV block padding rows use: config.num_blocks, past the scheduler's pool
   backend::Buffer staging_, inputs_;  // packed int32 step inputs: page-locked host, device
   backend::Buffer logits_;
   std::vector<float> h_logits_;
   std::vector<int32_t> buckets_;
-  std::map<std::pair<int32_t, int32_t>, std::unique_ptr<backend::CapturedWork>> graphs_;  // (bucket, width)
+  std::vector<int32_t> row_index_;     // 0, 1, 2, ...: logit_rows of a scheduled step point into it
+  std::vector<SeqStep> plan_steps_;
+  std::map<GraphKey, std::unique_ptr<backend::CapturedWork>> graphs_;
   int64_t graph_replays_ = 0;
 };
 

@@ -60,8 +60,7 @@ ApiResult<Json> normalize_messages(const Json& messages) {
 }
 
 ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel& served,
-                                             const Expected<ChatTemplate>& chat_template,
-                                             const tokenizer::Tokenizer& tokenizer, std::string plan_id) {
+                                             const Expected<ChatTemplate>& chat_template, std::string plan_id) {
   if (!body.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", json_type_name(body)));
   if (auto e = check_model(body, served)) return *e;
   GenerationPlan plan;
@@ -106,9 +105,11 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
   auto rendered = chat_template->render(*messages, no_tools ? Json() : *tools, add_generation_prompt,
                                         kwargs ? *kwargs : Json::object());
   if (!rendered.ok()) return bad_request(fmt::format("the chat template failed: {}", rendered.status().message()), "messages");
+  if (rendered->empty()) return bad_request("the chat template rendered an empty prompt", "messages");
+  // The engine tokenizes it, as it does a completion's text; the template wrote the special tokens.
   Request prompt;
-  prompt.prompt_tokens = tokenizer.encode(*rendered, /*add_special_tokens=*/false);
-  if (prompt.prompt_tokens.empty()) return bad_request("the chat template rendered an empty prompt", "messages");
+  prompt.prompt = std::move(*rendered);
+  prompt.add_special_tokens = false;
   expand_choices(base, {std::move(prompt)}, plan);
   return plan;
 }

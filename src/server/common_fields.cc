@@ -80,6 +80,7 @@ void expand_choices(const Request& base, std::vector<Request> prompts, Generatio
       Request r = base;
       r.prompt = prompts[p].prompt;
       r.prompt_tokens = prompts[p].prompt_tokens;
+      r.add_special_tokens = prompts[p].add_special_tokens;
       if (base.sampling.seed) r.sampling.seed = *base.sampling.seed + uint64_t(j);
       r.id = fmt::format("{}-{}", plan.id, plan.choices.size());
       plan.choices.push_back(std::move(r));

@@ -50,7 +50,7 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   if (!body.ok()) return write_error(res, body.error());
   const tokenizer::Tokenizer& tokenizer = s.engine.tokenizer();
   ApiResult<GenerationPlan> plan = api == Api::kChat
-                                       ? parse_chat_request(*body, s.served, s.chat_template, tokenizer, s.next_id("chatcmpl"))
+                                       ? parse_chat_request(*body, s.served, s.chat_template, s.next_id("chatcmpl"))
                                        : parse_completion_request(*body, s.served, s.next_id("cmpl"));
   if (!plan.ok()) return write_error(res, plan.error());
   plan->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -109,7 +109,9 @@ Status parse_biases_and_norms(const JsonFields& f, const Family& family, ModelCo
   DRIFT_ASSIGN_OR_RETURN(c.mlp_bias, f.bool_or("mlp_bias", false));
   c.qk_norm = family.qwen3;
   c.attention_sinks = family.gpt_oss;
-  DRIFT_ASSIGN_OR_RETURN(c.swiglu_limit, f.double_or("swiglu_limit", 0));
+  // transformers' GptOssExperts clamps at 7.0 with alpha 1.702 whatever the file says (it reads neither).
+  DRIFT_ASSIGN_OR_RETURN(c.swiglu_limit, f.double_or("swiglu_limit", family.gpt_oss ? 7.0 : 0.0));
+  c.swiglu_alpha = 1.702;
   return Status::Ok();
 }
 

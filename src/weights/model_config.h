@@ -88,6 +88,7 @@ struct ModelConfig {
   int64_t sliding_window = 0;               // tokens a kSliding layer sees; 0 when no layer slides
   bool attention_sinks = false;             // gpt_oss: one learned sink logit per head
   double swiglu_limit = 0;                  // gpt_oss 7.0; 0 = no clamp
+  double swiglu_alpha = 1.702;              // gpt_oss's sigmoid slope, with swiglu_limit
   std::string quant_method;                 // "", "mxfp4", "fp8"
   std::vector<int64_t> quant_block_size;    // fp8 weight_block_size, e.g. [128, 128]; empty otherwise
   std::optional<int32_t> bos_token_id;

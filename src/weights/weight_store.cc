@@ -159,6 +159,17 @@ Expected<WeightStore> WeightStore::open(const std::string& model_dir) {
   return store;
 }
 
+Status WeightStore::add_file(const std::string& path) {
+  DRIFT_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  for (const std::string& name : file.names())
+    if (const auto it = tensors_.find(name); it != tensors_.end())
+      return invalid_argument(fmt::format("tensor '{}' of {} is already in {}", name, path, it->second->file));
+  files_.push_back(std::move(file));
+  const SafetensorsFile& added = files_.back();
+  for (const std::string& name : added.names()) tensors_.emplace(name, added.find(name));
+  return Status::Ok();
+}
+
 bool WeightStore::contains(std::string_view name) const { return tensors_.find(name) != tensors_.end(); }
 
 Expected<const TensorInfo*> WeightStore::get(std::string_view name) const {

@@ -18,6 +18,9 @@ namespace drift::weights {
 class WeightStore {
  public:
   static Expected<WeightStore> open(const std::string& model_dir);
+  // Adds the tensors of one more safetensors file, such as retrofit weights or a draft head kept beside a
+  // model. A name the store already holds is an error naming both files.
+  Status add_file(const std::string& path);
 
   bool contains(std::string_view name) const;
   // Missing: "tensor 'x' not found in <dir> (N tensors; did you mean 'y'?)".

@@ -1,5 +1,6 @@
-// Paged causal attention on the CPU: each new token attends over its sequence's keys through the block
-// table, with an exact softmax in double (this is the oracle the CUDA kernels are measured against).
+// Paged attention on the CPU: each new token attends over the keys its sequence lets it see (ops.h:
+// chains, draft trees, block-table views) with an exact softmax in double. This is the oracle the CUDA
+// kernels are measured against. The cache may hold fp32 or bf16 (the KV dtype is the engine's choice).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -8,54 +9,124 @@
 
 namespace drift::backend {
 
-void CpuOps::paged_attention(const PagedAttentionParams& p) {
-  const int64_t num_seqs = p.context_lens.size(0);
+namespace {
+
+float to_float(float v) { return v; }
+float to_float(uint16_t v) { return bf16_to_f32(v); }
+
+// The keys of one sequence, and which of them a query sees (the rules in ops.h).
+struct SeqKeys {
+  const int32_t* table = nullptr;            // [entries]
+  const int32_t* block_positions = nullptr;  // [entries] logical block of each entry, or null: entry i is block i
+  int32_t entries = 0, block_size = 0, context_len = 0;
+  int32_t tree_start = 0;                    // cache position of the first new token
+  const uint32_t* mask = nullptr;            // [num_new rows, mask_words] of this sequence, or null
+  int32_t mask_words = 0, window = 0;
+
+  bool visible(int32_t q_row, int32_t q_pos, int32_t pos) const {
+    if (mask != nullptr && pos >= tree_start) {
+      const int32_t j = pos - tree_start;
+      if (j < 32 * mask_words) return (mask[int64_t(q_row) * mask_words + j / 32] >> (j % 32)) & 1u;
+    }
+    return pos <= q_pos && (window <= 0 || pos > q_pos - window);
+  }
+
+  // Calls f(position, slot) for each key query row `q_row` (at q_pos) sees, in ascending position.
+  template <class F>
+  void for_each_visible(int32_t q_row, int32_t q_pos, F&& f) const {
+    for (int32_t i = 0; i < entries; ++i) {
+      const int32_t logical = block_positions != nullptr ? block_positions[i] : i;
+      for (int32_t off = 0; off < block_size; ++off) {
+        const int32_t pos = logical * block_size + off;
+        if (pos >= context_len) break;
+        if (!visible(q_row, q_pos, pos)) continue;
+        DRIFT_CHECK(table[i] >= 0, "attention reads position {} from a released block (table entry {})", pos, i);
+        f(pos, int64_t(table[i]) * block_size + off);
+      }
+    }
+  }
+};
+
+template <class KvT>
+void attend_rows(const PagedAttentionParams& p, const SeqKeys& keys, int32_t q_begin, int32_t q_end) {
   const int64_t num_heads = p.q.size(1), head_dim = p.q.size(2);
-  const int64_t block_size = p.k_cache.size(1), num_kv_heads = p.k_cache.size(2);
+  const int64_t num_kv_heads = p.k_cache.size(2);
   // Without a v_cache (MLA), V is the first head_dim_v features of each K row.
   const int64_t head_dim_v = p.v_cache.defined() ? p.v_cache.size(3) : p.out.size(2);
-  const int64_t max_blocks = p.block_tables.size(1);
+  const int64_t v_row = p.v_cache.defined() ? head_dim_v : head_dim;
+  const KvT* k_cache = p.k_cache.data_as<KvT>();
+  const KvT* v_cache = p.v_cache.defined() ? p.v_cache.data_as<KvT>() : k_cache;
   const int64_t group = num_heads / num_kv_heads;
   const int64_t q_stride = p.q_row_stride > 0 ? p.q_row_stride : num_heads * head_dim;
+  const int32_t* q_positions = p.q_positions.defined() ? p.q_positions.data_as<int32_t>() : nullptr;
+#pragma omp parallel for collapse(2) if (int64_t(q_end - q_begin) * num_heads * keys.context_len * head_dim >= kMinParallelElements)
+  for (int32_t row = q_begin; row < q_end; ++row) {
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const int32_t q_pos = q_positions != nullptr ? q_positions[row] : keys.context_len - (q_end - row);
+      const int64_t kv_head = h / group;
+      const float* q = p.q.data_as<float>() + int64_t(row) * q_stride + h * head_dim;
+      std::vector<double> scores;
+      std::vector<int64_t> slots;
+      double max_score = p.sinks.defined() ? double(p.sinks.data_as<float>()[h]) : -INFINITY;
+      keys.for_each_visible(row - q_begin, q_pos, [&](int32_t, int64_t slot) {
+        const KvT* k = k_cache + (slot * num_kv_heads + kv_head) * head_dim;
+        double dot = 0.0;
+        for (int64_t d = 0; d < head_dim; ++d) dot += double(q[d]) * to_float(k[d]);
+        scores.push_back(dot * p.scale);
+        slots.push_back(slot);
+        max_score = std::max(max_score, scores.back());
+      });
+      double denom = p.sinks.defined() ? std::exp(double(p.sinks.data_as<float>()[h]) - max_score) : 0.0;
+      for (double& sc : scores) denom += (sc = std::exp(sc - max_score));
+      std::vector<double> acc(size_t(head_dim_v), 0.0);
+      for (size_t i = 0; i < slots.size(); ++i) {
+        const KvT* v = v_cache + (slots[i] * num_kv_heads + kv_head) * v_row;
+        const double w = scores[i] / denom;
+        for (int64_t d = 0; d < head_dim_v; ++d) acc[size_t(d)] += w * to_float(v[d]);
+      }
+      float* out = p.out.data_as<float>() + (int64_t(row) * num_heads + h) * head_dim_v;
+      for (int64_t d = 0; d < head_dim_v; ++d) out[d] = float(acc[size_t(d)]);
+    }
+  }
+}
+
+}  // namespace
+
+void CpuOps::paged_attention(const PagedAttentionParams& p) {
+  const int64_t num_seqs = p.context_lens.size(0);
+  const int32_t block_size = int32_t(p.k_cache.size(1));
+  const int64_t max_blocks = p.block_tables.size(1);
+  const bool view = p.block_positions.defined();
+  DRIFT_CHECK(p.k_cache.dtype == DType::kF32 || p.k_cache.dtype == DType::kBF16, "cpu attention reads an F32 or BF16 cache, got {}",
+              p.k_cache.describe());
+  DRIFT_CHECK(view == p.view_blocks.defined(), "cpu attention: block_positions and view_blocks come together");
   const int32_t* query_start = p.query_start.data_as<int32_t>();
   const int32_t* context_lens = p.context_lens.data_as<int32_t>();
-
+  const int32_t mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int32_t q_begin = query_start[s], q_end = query_start[s + 1];
-    const int32_t context_len = context_lens[s];
-    const int32_t* table = p.block_tables.data_as<int32_t>() + s * max_blocks;
-    DRIFT_CHECK_LE(int64_t(context_len), max_blocks * block_size);
-#pragma omp parallel for collapse(2) if (int64_t(q_end - q_begin) * num_heads * context_len * head_dim >= kMinParallelElements)
-    for (int32_t row = q_begin; row < q_end; ++row) {
-      for (int64_t h = 0; h < num_heads; ++h) {
-        const int32_t pos = context_len - (q_end - row);  // the new tokens are the last of the context
-        const int32_t first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
-        const int64_t kv_head = h / group;
-        const float* q = p.q.data_as<float>() + int64_t(row) * q_stride + h * head_dim;
-        std::vector<double> scores(size_t(pos - first + 1));
-        double max_score = p.sinks.defined() ? double(p.sinks.data_as<float>()[h]) : -INFINITY;
-        for (int32_t key = first; key <= pos; ++key) {
-          const int64_t slot = int64_t(table[key / block_size]) * block_size + key % block_size;
-          const float* k = p.k_cache.data_as<float>() + (slot * num_kv_heads + kv_head) * head_dim;
-          double dot = 0.0;
-          for (int64_t d = 0; d < head_dim; ++d) dot += double(q[d]) * k[d];
-          scores[size_t(key - first)] = dot * p.scale;
-          max_score = std::max(max_score, scores[size_t(key - first)]);
-        }
-        double denom = p.sinks.defined() ? std::exp(double(p.sinks.data_as<float>()[h]) - max_score) : 0.0;
-        for (double& sc : scores) denom += (sc = std::exp(sc - max_score));
-        std::vector<double> acc(size_t(head_dim_v), 0.0);
-        for (int32_t key = first; key <= pos; ++key) {
-          const int64_t slot = int64_t(table[key / block_size]) * block_size + key % block_size;
-          const float* v = p.v_cache.defined()
-                               ? p.v_cache.data_as<float>() + (slot * num_kv_heads + kv_head) * head_dim_v
-                               : p.k_cache.data_as<float>() + (slot * num_kv_heads + kv_head) * head_dim;
-          const double w = scores[size_t(key - first)] / denom;
-          for (int64_t d = 0; d < head_dim_v; ++d) acc[size_t(d)] += w * v[d];
-        }
-        float* out = p.out.data_as<float>() + (int64_t(row) * num_heads + h) * head_dim_v;
-        for (int64_t d = 0; d < head_dim_v; ++d) out[d] = float(acc[size_t(d)]);
-      }
+    SeqKeys keys;
+    keys.table = p.block_tables.data_as<int32_t>() + s * max_blocks;
+    keys.block_size = block_size;
+    keys.context_len = context_lens[s];
+    keys.tree_start = keys.context_len - (q_end - q_begin);
+    keys.window = p.sliding_window;
+    if (view) {
+      keys.block_positions = p.block_positions.data_as<int32_t>() + s * max_blocks;
+      keys.entries = p.view_blocks.data_as<int32_t>()[s];
+      DRIFT_CHECK_LE(int64_t(keys.entries), max_blocks);
+    } else {
+      keys.entries = (keys.context_len + block_size - 1) / block_size;
+      DRIFT_CHECK_LE(int64_t(keys.context_len), max_blocks * block_size);
+    }
+    if (mask_words > 0) {
+      keys.mask = p.tree_mask.data_as<uint32_t>() + int64_t(q_begin) * mask_words;
+      keys.mask_words = mask_words;
+    }
+    if (p.k_cache.dtype == DType::kBF16) {
+      attend_rows<uint16_t>(p, keys, q_begin, q_end);
+    } else {
+      attend_rows<float>(p, keys, q_begin, q_end);
     }
   }
 }

@@ -30,6 +30,10 @@ class CpuOps final : public Ops {
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  // F32 and BF16 caches (the oracle reads either); everything else the CPU runs.
+  Status supports(const AttentionShape& shape) const override;
+  using Ops::supports;
   using Ops::write_kv;
   void write_kv(const WriteKvParams& p) override;
   void paged_attention(const PagedAttentionParams& p) override;

@@ -109,6 +109,21 @@ void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (int64_t i = 0; i < n; ++i) out.data_as<float>()[i] = a.data_as<float>()[i] + b.data_as<float>()[i];
 }
 
+namespace {
+
+// One row of `n` fp32 values into a cache row of `cache`'s dtype (F32, or BF16 rounded to nearest even).
+void store_kv_row(const Tensor& cache, int64_t slot, const float* src, int64_t n) {
+  if (cache.dtype == DType::kF32) {
+    std::memcpy(cache.data_as<float>() + slot * n, src, size_t(n) * 4);
+    return;
+  }
+  DRIFT_CHECK(cache.dtype == DType::kBF16, "cpu write_kv stores F32 or BF16, the cache is {}", cache.describe());
+  uint16_t* dst = cache.data_as<uint16_t>() + slot * n;
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+}  // namespace
+
 void CpuOps::write_kv(const WriteKvParams& p) {
   const int64_t num_tokens = p.slot_mapping.size(0);
   const int64_t k_row = p.k.numel() / p.k.size(0), v_row = p.v.defined() ? p.v.numel() / p.v.size(0) : 0;
@@ -119,11 +134,8 @@ void CpuOps::write_kv(const WriteKvParams& p) {
     const int32_t slot = p.slot_mapping.data_as<int32_t>()[t];
     if (slot < 0) continue;
     DRIFT_CHECK_LT(int64_t(slot), num_slots);
-    std::memcpy(p.k_cache.data_as<float>() + int64_t(slot) * k_row, p.k.data_as<float>() + t * k_stride,
-                size_t(k_row) * 4);
-    if (p.v.defined())
-      std::memcpy(p.v_cache.data_as<float>() + int64_t(slot) * v_row, p.v.data_as<float>() + t * v_stride,
-                  size_t(v_row) * 4);
+    store_kv_row(p.k_cache, slot, p.k.data_as<float>() + t * k_stride, k_row);
+    if (p.v.defined()) store_kv_row(p.v_cache, slot, p.v.data_as<float>() + t * v_stride, v_row);
   }
 }
 

@@ -336,16 +336,38 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
   DRIFT_CHECK_EQ(p.query_start.numel(), int64_t(num_seqs) + 1);
   DRIFT_CHECK_EQ(p.block_tables.size(0), int64_t(num_seqs));
   if (p.sinks.defined()) check_dtype(p.sinks, DType::kF32, "paged_attention sinks");
+  if (p.q_positions.defined()) {
+    check_dtype(p.q_positions, DType::kI32, "paged_attention q_positions");
+    DRIFT_CHECK_EQ(p.q_positions.numel(), int64_t(num_tokens));
+  }
+  if (p.tree_mask.defined()) {
+    check_dtype(p.tree_mask, DType::kU32, "paged_attention tree_mask");
+    DRIFT_CHECK_EQ(p.tree_mask.size(0), int64_t(num_tokens));
+  }
+  DRIFT_CHECK(p.block_positions.defined() == p.view_blocks.defined(),
+              "cuda paged_attention: block_positions and view_blocks come together");
+  if (p.block_positions.defined()) {
+    check_dtype(p.block_positions, DType::kI32, "paged_attention block_positions");
+    check_dtype(p.view_blocks, DType::kI32, "paged_attention view_blocks");
+    DRIFT_CHECK_EQ(p.block_positions.numel(), p.block_tables.numel());
+    DRIFT_CHECK_EQ(p.view_blocks.numel(), int64_t(num_seqs));
+  }
   if (num_tokens == 0) return;
 
   cuda::AttentionParams a{.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = bf16_ptr(p.v_cache),
                           .out = bf16_mut(p.out), .block_tables = i32_ptr(p.block_tables),
                           .query_start = i32_ptr(p.query_start), .context_lens = i32_ptr(p.context_lens),
+                          .q_positions = p.q_positions.defined() ? i32_ptr(p.q_positions) : nullptr,
+                          .tree_mask = p.tree_mask.defined() ? p.tree_mask.data_as<uint32_t>() : nullptr,
+                          .block_positions = p.block_positions.defined() ? i32_ptr(p.block_positions) : nullptr,
+                          .view_blocks = p.view_blocks.defined() ? i32_ptr(p.view_blocks) : nullptr,
                           .sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr,
                           .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : int64_t(num_heads) * head_dim,
                           .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
                           .num_kv_heads = num_kv_heads, .head_dim = head_dim, .block_size = block_size,
-                          .max_blocks_per_seq = int32_t(p.block_tables.size(1)), .num_splits = 1, .scale = p.scale,
+                          .max_blocks_per_seq = int32_t(p.block_tables.size(1)),
+                          .mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0, .num_splits = 1,
+                          .scale = p.scale,
                           .sliding_window = p.sliding_window};
   const bool decode_ok = cuda::decode_attention_supports(head_dim, num_heads, num_kv_heads);
   const bool prefill_ok = cuda::prefill_attention_supports(head_dim, num_heads, num_kv_heads);
@@ -411,6 +433,35 @@ void CudaOps::batched_linear(const Tensor& x, const Tensor& w, const Tensor& out
   cuda::run(cuda::BatchedGemmParams{.x = bf16_ptr(x), .w = bf16_ptr(w), .out = bf16_mut(out), .m = t, .n = n, .k = k,
                                     .batch = int32_t(b), .lt = lt_.get()},
             stream_);
+}
+
+void CudaOps::copy(const Tensor& src, const Tensor& dst) {
+  check_device(src, "copy src");
+  check_device(dst, "copy dst");
+  DRIFT_CHECK_EQ(src.nbytes(), dst.nbytes());
+  if (src.nbytes() == 0) return;
+  DRIFT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
+Status CudaOps::check_attention(const AttentionShape& s) {
+  if (s.shared_kv)
+    return unsupported("multi-head latent attention (one shared K=V latent cache, as DeepSeek and Youtu use) is not "
+                       "on the cuda backend yet");
+  if (s.kv_dtype != DType::kBF16)
+    return unsupported(fmt::format("the cuda backend keeps the KV cache in BF16, not {}", dtype_name(s.kv_dtype)));
+  if (s.head_dim_v != s.head_dim)
+    return unsupported(fmt::format("attention with value width {} != key width {} is not on the cuda backend",
+                                   s.head_dim_v, s.head_dim));
+  const int32_t d = int32_t(s.head_dim), h = int32_t(s.num_heads), hk = int32_t(s.num_kv_heads);
+  if (!cuda::decode_attention_supports(d, h, hk) && !cuda::prefill_attention_supports(d, h, hk))
+    return unsupported(fmt::format("the cuda attention kernels take head_dim a multiple of 8 up to 128 and at most 64 "
+                                   "query heads per kv head; this layer has head_dim {}, {} heads over {} kv heads",
+                                   d, h, hk));
+  return Status::Ok();
+}
+
+Status CudaOps::check_moe(const MoeShape&) {
+  return unsupported("mixture-of-experts layers (moe_route, moe_experts) are not on the cuda backend yet");
 }
 
 void CudaOps::moe_route(const MoeRouteParams&) {

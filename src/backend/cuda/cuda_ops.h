@@ -74,9 +74,17 @@ class CudaOps final : public Ops {
                        const Tensor& act) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
-  // Not on this backend yet (the MoE issue): they abort with a message naming the op.
+  // Not on this backend yet (the MoE issue): supports(MoeShape) refuses MoE models when they load, and
+  // these abort with a message naming the op should one be called anyway.
   void moe_route(const MoeRouteParams& p) override;
   void moe_experts(const MoeExpertsParams& p) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+
+  Status supports(const AttentionShape& shape) const override { return check_attention(shape); }
+  Status supports(const MoeShape& shape) const override { return check_moe(shape); }
+  // The same answers without a device (they depend on the kernels this build has, not on the GPU).
+  static Status check_attention(const AttentionShape& shape);
+  static Status check_moe(const MoeShape& shape);
 
   // The stream every op is queued on (for events and graph capture).
   cudaStream_t stream() const { return stream_; }

@@ -34,6 +34,11 @@ void Scheduler::commit(const BatchPlan& plan) {
     ++metrics_.preemptions;
     metrics_.recomputed_tokens += seq.num_computed;
     release_blocks(seq);
+    // Drafts were never verified: a request recomputed from scratch starts again from its verified tokens.
+    seq.tokens.resize(size_t(seq.num_tokens() - seq.num_draft_tokens));
+    seq.num_draft_tokens = 0;
+    if (seq.block_hashes.size() > seq.tokens.size() / size_t(kv_.block_size))
+      seq.block_hashes.resize(seq.tokens.size() / size_t(kv_.block_size));
     seq.num_computed = 0;
     seq.num_cached_tokens = 0;
     seq.status = SeqStatus::kPreempted;

@@ -1,5 +1,9 @@
 #include "model/layers/decoder_stream.h"
 
+#include <numeric>
+
+#include <fmt/format.h>
+
 namespace drift::model {
 
 Status DecoderStream::load(WeightLoader& loader, const weights::ModelConfig& c) {
@@ -13,12 +17,39 @@ Status DecoderStream::load(WeightLoader& loader, const weights::ModelConfig& c) 
   return Status::Ok();
 }
 
+Status DecoderStream::set_taps(std::span<const int32_t> layers, int64_t num_layers) {
+  for (int32_t layer : layers)
+    if (layer < 0 || layer > num_layers)
+      return invalid_argument(fmt::format("hidden-state tap at layer {}: the model has layers 0..{} (and {} after the last)",
+                                          layer, num_layers - 1, num_layers));
+  tap_layers_.assign(layers.begin(), layers.end());
+  return Status::Ok();
+}
+
 void DecoderStream::allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_logits, int64_t hidden) {
   const DType t = ops.compute_dtype();
   residual_ = ops.alloc(t, {max_tokens, hidden});
   normed_ = ops.alloc(t, {max_tokens, hidden});
   layer_out_ = ops.alloc(t, {max_tokens, hidden});
   gathered_ = ops.alloc(t, {max_logits, hidden});
+  if (tap_layers_.empty()) return;
+  taps_ = ops.alloc(t, {int64_t(tap_layers_.size()), max_tokens, hidden});
+  identity_ = ops.alloc(DType::kI32, {max_tokens});
+  std::vector<int32_t> rows(static_cast<size_t>(max_tokens));
+  std::iota(rows.begin(), rows.end(), 0);
+  ops.copy_from_host(identity_.view, rows.data());
+  ops.synchronize();  // `rows` is freed on return
+}
+
+void DecoderStream::keep_taps(backend::Ops& ops, int32_t layer, const Tensor& residual) const {
+  const int64_t n = residual.size(0), max_tokens = taps_.view.defined() ? taps_.view.size(1) : 0;
+  for (size_t j = 0; j < tap_layers_.size(); ++j) {
+    if (tap_layers_[j] != layer) continue;
+    const size_t tap_bytes = size_t(max_tokens) * size_t(residual.size(1)) * dtype_size(residual.dtype);
+    const Tensor tap(static_cast<char*>(taps_.view.data) + j * tap_bytes, residual.dtype, {max_tokens, residual.size(1)},
+                     residual.device);
+    ops.gather_rows(residual, identity_.view.slice(0, n), tap.slice(0, n));
+  }
 }
 
 }  // namespace drift::model

@@ -1,9 +1,11 @@
 // DecoderStream: what every pre-norm decoder-only architecture shares around its layers: the token
-// embedding, the residual stream's step buffers, the final norm, the LM head and the loop that threads
-// the residual through the layers. An architecture file brings only its layers' attention and MLP.
+// embedding, the residual stream's step buffers, the final norm, the LM head, the loop that threads the
+// residual through the layers, and the hidden-state taps some consumers read (EAGLE-3's draft head).
 #pragma once
 
+#include <span>
 #include <string>
+#include <vector>
 
 #include "model/forward_context.h"
 #include "model/layers/linear.h"
@@ -15,7 +17,11 @@ class DecoderStream {
  public:
   // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied.
   Status load(WeightLoader& loader, const weights::ModelConfig& config);
+  // Layers whose incoming residual stream forward() keeps (0..num_layers; num_layers: after the last).
+  Status set_taps(std::span<const int32_t> layers, int64_t num_layers);
   void allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_logits, int64_t hidden);
+  // [num_taps, max_tokens, hidden], or undefined without taps.
+  Tensor taps() const { return taps_.view; }
 
   // The two norms forward() applies around a layer: "<prefix>.input_layernorm.weight" into
   // layer.input_norm and "<prefix>.post_attention_layernorm.weight" into layer.post_attention_norm.
@@ -42,22 +48,30 @@ class DecoderStream {
     layers[0].input_norm.forward(ops, residual, normed);
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& layer = layers[i];
+      keep_taps(ops, int32_t(i), residual);
       attend(layer, normed, out);
       ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
       mix(layer, normed, out);
       const RmsNorm& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : final_norm_;
       ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
     }
+    keep_taps(ops, int32_t(layers.size()), residual);
     const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
     ops.gather_rows(normed, ctx.logits_rows, rows);
     lm_head_.forward(ops, rows, logits);
   }
 
  private:
+  // Copies the residual stream entering `layer` into each tap that asks for it.
+  void keep_taps(backend::Ops& ops, int32_t layer, const Tensor& residual) const;
+
   backend::Buffer embed_tokens_;  // [vocab, hidden]
   RmsNorm final_norm_;
   Linear lm_head_;                // [vocab, hidden], the embedding itself when tied
   backend::Buffer residual_, normed_, layer_out_, gathered_;  // [max_tokens, hidden] x3, [max_logits, hidden]
+  std::vector<int32_t> tap_layers_;
+  backend::Buffer taps_;          // [num_taps, max_tokens, hidden]
+  backend::Buffer identity_;      // [max_tokens] int32: 0, 1, 2, ... (a tap is a gather of every row)
 };
 
 }  // namespace drift::model

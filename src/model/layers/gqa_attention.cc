@@ -25,13 +25,15 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
   const int64_t q_out = spec.num_heads * spec.head_dim, kv_out = spec.num_kv_heads * spec.head_dim;
   if (fused_qkv(spec)) {
     DRIFT_ASSIGN_OR_RETURN(a.qkv_proj_, Linear::load_stacked(loader, {prefix + ".q_proj", prefix + ".k_proj", prefix + ".v_proj"},
-                                                             {q_out, kv_out, kv_out}, spec.hidden, spec.qkv_bias));
+                                                             {q_out, kv_out, kv_out}, spec.hidden, spec.qkv_bias,
+                                                             LinearSplit::kColumn));
   } else {
     DRIFT_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(loader, prefix + ".q_proj", q_out, spec.hidden, spec.qkv_bias));
     DRIFT_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(loader, prefix + ".k_proj", kv_out, spec.hidden, spec.qkv_bias));
     DRIFT_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(loader, prefix + ".v_proj", kv_out, spec.hidden, spec.qkv_bias));
   }
-  DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", spec.hidden, q_out, spec.o_bias));
+  DRIFT_ASSIGN_OR_RETURN(a.o_proj_,
+                         Linear::load(loader, prefix + ".o_proj", spec.hidden, q_out, spec.o_bias, LinearSplit::kRow));
   if (spec.qk_norm) {
     DRIFT_ASSIGN_OR_RETURN(a.q_norm_, RmsNorm::load(loader, prefix + ".q_norm.weight", spec.head_dim, spec.norm_eps));
     DRIFT_ASSIGN_OR_RETURN(a.k_norm_, RmsNorm::load(loader, prefix + ".k_norm.weight", spec.head_dim, spec.norm_eps));
@@ -42,9 +44,10 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
   return a;
 }
 
-void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size) {
-  k_cache_ = ops.alloc(ops.compute_dtype(), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
-  v_cache_ = ops.alloc(ops.compute_dtype(), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
+void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
+                                  std::optional<DType> kv_dtype) {
+  k_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
+  v_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
 }
 
 void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
@@ -91,8 +94,12 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   p.v_cache = v_cache_.view;
   p.out = attn.view({n, h, d});
   p.block_tables = kv.block_tables;
+  p.block_positions = kv.block_positions;
+  p.view_blocks = kv.view_blocks;
   p.query_start = ctx.query_start;
   p.context_lens = ctx.context_lens;
+  p.q_positions = ctx.positions;
+  p.tree_mask = ctx.tree_mask;
   p.sinks = sinks_.view;
   p.scale = float(1.0 / std::sqrt(double(d)));
   p.sliding_window = spec_.sliding_window;
@@ -105,8 +112,8 @@ Expected<GatedMlp> GatedMlp::load(WeightLoader& loader, const std::string& prefi
                                   bool bias) {
   GatedMlp m;
   DRIFT_ASSIGN_OR_RETURN(m.gate_up_, Linear::load_stacked(loader, {prefix + ".gate_proj", prefix + ".up_proj"},
-                                                          {ffn, ffn}, hidden, bias));
-  DRIFT_ASSIGN_OR_RETURN(m.down_, Linear::load(loader, prefix + ".down_proj", hidden, ffn, bias));
+                                                          {ffn, ffn}, hidden, bias, LinearSplit::kColumn));
+  DRIFT_ASSIGN_OR_RETURN(m.down_, Linear::load(loader, prefix + ".down_proj", hidden, ffn, bias, LinearSplit::kRow));
   return m;
 }
 

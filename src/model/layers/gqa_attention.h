@@ -38,7 +38,9 @@ class GqaAttention {
   static Expected<GqaAttention> load(WeightLoader& loader, const std::string& prefix, const GqaAttentionSpec& spec);
   // Whether this spec's q/k/v projections are stacked into one.
   static bool fused_qkv(const GqaAttentionSpec& spec) { return !spec.qk_norm; }
-  void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size);
+  // The layer's paged cache in kv_dtype (its KV group's KvSpec dtype); unset: the compute dtype.
+  void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
+                      std::optional<DType> kv_dtype = std::nullopt);
   // x, out: [ctx.num_tokens, hidden]
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
                const Tensor& out) const;

@@ -14,9 +14,6 @@ constexpr double kLatentNormEps = 1e-6;
 
 double yarn_mscale(double factor, double mscale) { return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
 
-int64_t numel(const backend::Buffer& b) { return b.view.defined() ? b.view.numel() : 0; }
-int64_t numel(const Linear& l) { return numel(l.weight) + numel(l.bias); }
-
 // Rows of a per-head matrix [heads * (a + b), cols] split into [heads * a, cols] and [heads * b, cols].
 std::pair<std::vector<float>, std::vector<float>> split_head_rows(const std::vector<float>& w, int64_t heads,
                                                                   int64_t a, int64_t b, int64_t cols) {
@@ -131,8 +128,9 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
   return a;
 }
 
-void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size) {
-  cache_ = ops.alloc(ops.compute_dtype(), {num_blocks, block_size, 1, spec_.cache_width()});
+void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
+                                  std::optional<DType> kv_dtype) {
+  cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, 1, spec_.cache_width()});
 }
 
 void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
@@ -173,21 +171,18 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   p.k_cache = cache_.view;
   p.out = o_latent;
   p.block_tables = kv.block_tables;
+  p.block_positions = kv.block_positions;
+  p.view_blocks = kv.view_blocks;
   p.query_start = ctx.query_start;
   p.context_lens = ctx.context_lens;
+  p.q_positions = ctx.positions;
+  p.tree_mask = ctx.tree_mask;
   p.scale = spec_.softmax_scale;
   ops.paged_attention(p);
 
   const Tensor o = scratch.o.view.slice(0, n);
   ops.batched_linear(o_latent, w_uv_.view, o.view({n, h, spec_.v_head_dim}));
   o_proj_.forward(ops, o, out);
-}
-
-int64_t MlaAttention::num_parameters() const {
-  int64_t n = numel(q_a_proj_) + numel(q_nope_proj_) + numel(q_rope_proj_) + numel(kv_latent_proj_) +
-              numel(k_rope_proj_) + numel(kv_a_norm_.weight) + numel(w_uk_t_) + numel(w_uv_) + numel(o_proj_);
-  if (q_a_norm_) n += numel(q_a_norm_->weight);
-  return n;
 }
 
 }  // namespace drift::model

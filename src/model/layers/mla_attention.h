@@ -51,14 +51,15 @@ class MlaAttention {
   // Reads the Hugging Face tensors under `prefix` (q_a_proj, q_a_layernorm, q_b_proj or q_proj,
   // kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj) and lays them out for the absorbed form.
   static Expected<MlaAttention> load(WeightLoader& loader, const std::string& prefix, const MlaSpec& spec);
-  void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size);
+  // The layer's paged cache in kv_dtype (its KV group's KvSpec dtype); unset: the compute dtype.
+  void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
+                      std::optional<DType> kv_dtype = std::nullopt);
   // x, out: [ctx.num_tokens, hidden]
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
                const Tensor& out) const;
   // [num_blocks, block_size, 1, L + rope]: the whole KV state of this layer.
   const Tensor& cache() const { return cache_.view; }
   const MlaSpec& spec() const { return spec_; }
-  int64_t num_parameters() const;
 
  private:
   MlaSpec spec_;

@@ -18,6 +18,20 @@ backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe) {
   return r;
 }
 
+MoeSpec moe_spec(const weights::ModelConfig& c) {
+  const weights::MoeConfig& m = *c.moe;
+  MoeSpec s;
+  s.hidden = c.hidden_size;
+  s.ffn = m.moe_intermediate_size;
+  s.num_experts = m.num_experts;
+  s.top_k = m.num_experts_per_tok;
+  s.shared_ffn = m.moe_intermediate_size * m.num_shared_experts;
+  s.routing = moe_routing(m);
+  s.swiglu_limit = float(c.swiglu_limit);
+  s.swiglu_alpha = float(c.swiglu_alpha);
+  return s;
+}
+
 Status check_moe_spec(const MoeSpec& spec) {
   const backend::MoeRouteParams& r = spec.routing;
   const int64_t per_group = spec.num_experts / r.n_group;

@@ -22,6 +22,9 @@ struct MoeSpec {
   float swiglu_alpha = 1.702f;
 };
 
+// The spec a config's MoE section describes: DeepSeek's shared experts and routing, GPT-OSS's clamped
+// SwiGLU. The config must have a MoE section.
+MoeSpec moe_spec(const weights::ModelConfig& config);
 // The routing rule a config's MoE section describes (DeepSeek's topk_method names it: greedy,
 // group_limited_greedy with a group's best score, noaux_tc with the sum of a group's best two).
 backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);

@@ -5,12 +5,15 @@
 // (scores into shared memory, an online softmax per head, then P V). The last split of a (token, kv head)
 // to finish merges the splits in the same launch (split counters), else a second kernel does. Split
 // boundaries come from the context length on the device, so the launch only depends on shapes and a
-// decode step can be captured into a CUDA graph (contract 11).
+// decode step can be captured into a CUDA graph (contract 11). Which keys a query sees (chains, draft
+// trees, block-table views) is kernels/attention_keys.cuh's; a step with a tree mask or a view takes the
+// kGeneral instance, which checks each key, and a chain step the one that needs no check.
 //
 // It also serves any step the tensor-core prefill kernel does not cover (one CTA per query token).
 #include <atomic>
 #include <cmath>
 
+#include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
@@ -55,72 +58,45 @@ __device__ void merge_splits(const AttentionParams& p, int64_t row, int head, in
   p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
 }
 
-// grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
-// kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8.
+// The decode kernel's tiling for one (head-dim class, group class).
 template <int kDim, int kGroup>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
-  pdl_launch_dependents();
-  pdl_wait();
-  constexpr int kChunk = kDim > 64 ? 32 : 64;  // keys per iteration: 8 KB of K and 8 KB of V either way
-  constexpr int kLanesPerKey = kDim / 8;       // threads sharing one key row, 8 dimensions each
-  constexpr int kKeysPerPass = kThreads / kLanesPerKey;
-  constexpr int kPasses = kChunk / kKeysPerPass;
-  constexpr int kScoresPerLane = kChunk / 32;
-  constexpr int kGroupsPerWarp = (kGroup + kWarps - 1) / kWarps;
-  constexpr int kStageBytes = 2 * kChunk * kDim * 2;  // K then V, bf16
-  constexpr int kReduceBytes = kKeysPerPass * kGroup * kDim * 4;
+struct DecodeShape {
+  static constexpr int kChunk = kDim > 64 ? 32 : 64;  // keys per iteration: 8 KB of K and 8 KB of V either way
+  static constexpr int kLanesPerKey = kDim / 8;       // threads sharing one key row, 8 dimensions each
+  static constexpr int kKeysPerPass = kThreads / kLanesPerKey;
+  static constexpr int kPasses = kChunk / kKeysPerPass;
+  static constexpr int kScoresPerLane = kChunk / 32;
+  static constexpr int kGroupsPerWarp = (kGroup + kWarps - 1) / kWarps;
+  static constexpr int kStageBytes = 2 * kChunk * kDim * 2;  // K then V, bf16
+  static constexpr int kReduceBytes = kKeysPerPass * kGroup * kDim * 4;
   // Two stages of K/V (the chunk being read and the next one in flight), reused for the final reduction.
-  __shared__ alignas(16) uint8_t stages[2 * kStageBytes > kReduceBytes ? 2 * kStageBytes : kReduceBytes];
-  __shared__ float scores[kGroup][kChunk];
-  __shared__ float alpha_s[kGroup], max_s[kGroup], sum_s[kGroup];
+  static constexpr int kSmemBytes = 2 * kStageBytes > kReduceBytes ? 2 * kStageBytes : kReduceBytes;
+};
 
-  const int split = blockIdx.x, kv_head = blockIdx.y, token = blockIdx.z;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int dim_lane = tid % kLanesPerKey, key_lane = tid / kLanesPerKey;
+// The slots one CTA covers: its split's share of the slots its query may see.
+struct SplitKeys {
+  SeqKeys keys;
+  int q_pos, begin, end;
+};
+
+__device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int token, int split) {
+  SplitKeys s;
+  s.keys = seq_keys(p, find_sequence(p, token));
+  s.q_pos = query_position(p, s.keys, token);
+  int first = 0, last = 0;
+  slot_range(p, s.keys, s.q_pos, s.q_pos, first, last);
+  const int num_slots = max(0, last - first);
+  const int per_split = (num_slots + p.num_splits - 1) / p.num_splits;
+  s.begin = first + split * per_split;
+  s.end = min(first + num_slots, s.begin + per_split);
+  return s;
+}
+
+// This thread's 8 dimensions of every query head of the group, pre-scaled into log2 units.
+template <int kGroup>
+__device__ __forceinline__ void load_query(const AttentionParams& p, int token, int kv_head, int dim_lane,
+                                           bool dim_valid, float (&q)[kGroup][8]) {
   const int group = p.num_heads / p.num_kv_heads;
-  const bool dim_valid = dim_lane * 8 < p.head_dim;
-
-  // The token's sequence: the last s with query_start[s] <= token.
-  int lo = 0, hi = p.num_seqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (p.query_start[mid] <= token) lo = mid;
-    else hi = mid - 1;
-  }
-  const int seq = lo;
-  const int pos = p.context_lens[seq] - (p.query_start[seq + 1] - token);
-  const int key_lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
-  const int num_keys = max(0, pos + 1 - key_lo);
-  const int per_split = (num_keys + p.num_splits - 1) / p.num_splits;
-  const int begin = key_lo + split * per_split;
-  const int end = min(key_lo + num_keys, begin + per_split);
-  const int32_t* table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
-
-  // This thread's 16-byte pieces of a chunk: key ps * kKeysPerPass + key_lane, dimensions dim_lane * 8..
-  // It copies them into a stage asynchronously and later reads back only those, so waiting on its own
-  // copies is enough. Keys past the split's end and dimensions past head_dim are zero-filled.
-  auto k_piece = [&](int stage, int ps) {
-    return stages + stage * kStageBytes + ((ps * kKeysPerPass + key_lane) * kDim + dim_lane * 8) * 2;
-  };
-  auto issue = [&](int chunk0, int stage) {
-#pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps) {
-      const int key = chunk0 + ps * kKeysPerPass + key_lane;
-      const bool valid = key < end && dim_valid;
-      int64_t offset = 0;
-      if (valid) {
-        const int64_t slot = int64_t(table[key / p.block_size]) * p.block_size + key % p.block_size;
-        offset = (slot * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
-      }
-      uint8_t* k_dst = k_piece(stage, ps);
-      cp_async16(k_dst, p.k_cache + offset, valid);
-      cp_async16(k_dst + kChunk * kDim * 2, p.v_cache + offset, valid);
-    }
-    cp_async_commit();
-  };
-
-  // This thread's 8 dimensions of every query head of the group, pre-scaled into log2 units.
-  float q[kGroup][8];
   const float scale_log2 = p.scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
@@ -134,118 +110,63 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       for (int j = 0; j < 8; ++j) q[g][j] = 0.0f;
     }
   }
-  float acc[kGroup][8];
+}
+
+// Online softmax over one chunk's scores, one warp per head: the scores become weights in place,
+// alpha_s[g] the factor the head's accumulator must be scaled by.
+template <int kDim, int kGroup>
+__device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk],
+                                              float (&alpha_s)[kGroup],
+                                              float (&run_max)[DecodeShape<kDim, kGroup>::kGroupsPerWarp],
+                                              float (&run_sum)[DecodeShape<kDim, kGroup>::kGroupsPerWarp]) {
+  using S = DecodeShape<kDim, kGroup>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g)
+  for (int i = 0; i < S::kGroupsPerWarp; ++i) {
+    const int g = warp + i * kWarps;
+    if (g >= kGroup) continue;
+    float sc[S::kScoresPerLane];
+    float mx_local = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
-  float run_max[kGroupsPerWarp], run_sum[kGroupsPerWarp];  // of heads warp + 4 * i, kept by that warp
+    for (int j = 0; j < S::kScoresPerLane; ++j) {
+      sc[j] = scores[g][lane + 32 * j];
+      mx_local = fmaxf(mx_local, sc[j]);
+    }
+    const float mx = fmaxf(run_max[i], warp_max(mx_local));
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float e_sum = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kGroupsPerWarp; ++i) {
-    run_max[i] = -INFINITY;
-    run_sum[i] = 0.0f;
+    for (int j = 0; j < S::kScoresPerLane; ++j) {
+      sc[j] = exp2f(sc[j] - base);
+      e_sum += sc[j];
+      scores[g][lane + 32 * j] = sc[j];
+    }
+    const float alpha = exp2f(run_max[i] - base);
+    run_sum[i] = run_sum[i] * alpha + warp_sum(e_sum);
+    run_max[i] = mx;
+    if (lane == 0) alpha_s[g] = alpha;
   }
+}
 
-  if (begin < end) issue(begin, 0);
-  for (int chunk0 = begin, it = 0; chunk0 < end; chunk0 += kChunk, ++it) {
-    const int stage = it & 1;
-    // The next chunk's copies go out before this one's arithmetic.
-    if (chunk0 + kChunk < end) {
-      issue(chunk0 + kChunk, stage ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-#pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps) {
-      float kf[8];
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps)), kf);
-      const int k_idx = ps * kKeysPerPass + key_lane;
-      const bool in_range = chunk0 + k_idx < end;
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) dot = fmaf(q[g][j], kf[j], dot);
-        dot = group_sum<kLanesPerKey>(dot);
-        if (dim_lane == 0) scores[g][k_idx] = in_range ? dot : -INFINITY;
-      }
-    }
-    __syncthreads();
-
-    // Online softmax, one warp per head: kScoresPerLane keys per lane.
-#pragma unroll
-    for (int i = 0; i < kGroupsPerWarp; ++i) {
-      const int g = warp + i * kWarps;
-      if (g < kGroup) {
-        float sc[kScoresPerLane];
-        float mx_local = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kScoresPerLane; ++j) {
-          sc[j] = scores[g][lane + 32 * j];
-          mx_local = fmaxf(mx_local, sc[j]);
-        }
-        const float mx = fmaxf(run_max[i], warp_max(mx_local));
-        const float base = mx == -INFINITY ? 0.0f : mx;
-        float e_sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kScoresPerLane; ++j) {
-          sc[j] = exp2f(sc[j] - base);
-          e_sum += sc[j];
-          scores[g][lane + 32 * j] = sc[j];
-        }
-        const float alpha = exp2f(run_max[i] - base);
-        run_sum[i] = run_sum[i] * alpha + warp_sum(e_sum);
-        run_max[i] = mx;
-        if (lane == 0) alpha_s[g] = alpha;
-      }
-    }
-    __syncthreads();
-
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      const float alpha = alpha_s[g];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[g][j] *= alpha;
-    }
-#pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps) {
-      const int k_idx = ps * kKeysPerPass + key_lane;
-      if (chunk0 + k_idx >= end) continue;
-      float vf[8];
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps) + kChunk * kDim * 2), vf);
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const float w = scores[g][k_idx];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(w, vf[j], acc[g][j]);
-      }
-    }
-    __syncthreads();  // scores and alpha_s are rewritten by the next chunk
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the stages become the reduction buffer
-  float(&reduce)[kKeysPerPass][kGroup][kDim] = *reinterpret_cast<float(*)[kKeysPerPass][kGroup][kDim]>(stages);
-
-  // Sum the key lanes' partial outputs; then normalise (one split) or write this split's partials.
+// Sums the key lanes' partial outputs and writes the CTA's result: normalised (one split, the sink
+// joining the softmax) or this split's partial output and (max, sum).
+template <int kDim, int kGroup>
+__device__ __forceinline__ void write_split(const AttentionParams& p, uint8_t* smem, const float (&acc)[kGroup][8],
+                                            const float* max_s, const float* sum_s, int token, int kv_head, int split) {
+  using S = DecodeShape<kDim, kGroup>;
+  const int tid = threadIdx.x, dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
+  const int group = p.num_heads / p.num_kv_heads;
+  float(&reduce)[S::kKeysPerPass][kGroup][kDim] = *reinterpret_cast<float(*)[S::kKeysPerPass][kGroup][kDim]>(smem);
 #pragma unroll
   for (int g = 0; g < kGroup; ++g)
 #pragma unroll
     for (int j = 0; j < 8; ++j) reduce[key_lane][g][dim_lane * 8 + j] = acc[g][j];
-#pragma unroll
-  for (int i = 0; i < kGroupsPerWarp; ++i) {
-    const int g = warp + i * kWarps;
-    if (g < kGroup && lane == 0) {
-      max_s[g] = run_max[i];
-      sum_s[g] = run_sum[i];
-    }
-  }
   __syncthreads();
   for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
     const int g = idx / p.head_dim, d = idx % p.head_dim;
     float o = 0.0f;
 #pragma unroll
-    for (int kl = 0; kl < kKeysPerPass; ++kl) o += reduce[kl][g][d];
+    for (int kl = 0; kl < S::kKeysPerPass; ++kl) o += reduce[kl][g][d];
     const int h = kv_head * group + g;
     const int64_t row = int64_t(token) * p.num_heads + h;
     if (p.num_splits == 1) {
@@ -266,11 +187,13 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       }
     }
   }
-  if (p.num_splits == 1 || p.split_counters == nullptr) return;
+}
 
-  // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
-  // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
+// The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
+// partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
+__device__ __forceinline__ void merge_if_last(const AttentionParams& p, int token, int kv_head) {
   __shared__ bool is_last;
+  const int tid = threadIdx.x, group = p.num_heads / p.num_kv_heads;
   __threadfence();
   __syncthreads();
   int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
@@ -285,6 +208,132 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
+// grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
+// kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8;
+// kGeneral: a tree mask or a view, so each key's visibility is checked (else every slot of the range is).
+template <int kDim, int kGroup, bool kGeneral>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
+  using S = DecodeShape<kDim, kGroup>;
+  constexpr int kChunk = S::kChunk, kPasses = S::kPasses, kKeysPerPass = S::kKeysPerPass;
+  __shared__ alignas(16) uint8_t stages[S::kSmemBytes];
+  __shared__ float scores[kGroup][kChunk];
+  __shared__ float alpha_s[kGroup], max_s[kGroup], sum_s[kGroup];
+
+  const int split = blockIdx.x, kv_head = blockIdx.y, token = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
+  const bool dim_valid = dim_lane * 8 < p.head_dim;
+  const SplitKeys sk = split_keys(p, token, split);
+  const int begin = sk.begin, end = sk.end;
+  auto visible = [&](int slot) {
+    return !kGeneral || key_visible(p, sk.keys, token, sk.q_pos, slot_position(p, sk.keys, slot));
+  };
+
+  // This thread's 16-byte pieces of a chunk: key ps * kKeysPerPass + key_lane, dimensions dim_lane * 8..
+  // It copies them into a stage asynchronously and later reads back only those, so waiting on its own
+  // copies is enough. Keys past the split's end, keys the query does not see and dimensions past
+  // head_dim are zero-filled.
+  auto k_piece = [&](int stage, int ps) {
+    return stages + stage * S::kStageBytes + ((ps * kKeysPerPass + key_lane) * kDim + dim_lane * 8) * 2;
+  };
+  auto issue = [&](int chunk0, int stage) {
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) {
+      const int key = chunk0 + ps * kKeysPerPass + key_lane;
+      const bool valid = key < end && dim_valid && visible(key);
+      int64_t offset = 0;
+      if (valid) {
+        const int64_t slot = int64_t(sk.keys.table[key / p.block_size]) * p.block_size + key % p.block_size;
+        offset = (slot * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
+      }
+      uint8_t* k_dst = k_piece(stage, ps);
+      cp_async16(k_dst, p.k_cache + offset, valid);
+      cp_async16(k_dst + kChunk * kDim * 2, p.v_cache + offset, valid);
+    }
+    cp_async_commit();
+  };
+
+  float q[kGroup][8];
+  load_query<kGroup>(p, token, kv_head, dim_lane, dim_valid, q);
+  float acc[kGroup][8];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[g][j] = 0.0f;
+  float run_max[S::kGroupsPerWarp], run_sum[S::kGroupsPerWarp];  // of heads warp + 4 * i, kept by that warp
+#pragma unroll
+  for (int i = 0; i < S::kGroupsPerWarp; ++i) {
+    run_max[i] = -INFINITY;
+    run_sum[i] = 0.0f;
+  }
+
+  if (begin < end) issue(begin, 0);
+  for (int chunk0 = begin, it = 0; chunk0 < end; chunk0 += kChunk, ++it) {
+    const int stage = it & 1;
+    // The next chunk's copies go out before this one's arithmetic.
+    if (chunk0 + kChunk < end) {
+      issue(chunk0 + kChunk, stage ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) {
+      float kf[8];
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps)), kf);
+      const int k_idx = ps * kKeysPerPass + key_lane;
+      const bool in_range = chunk0 + k_idx < end && visible(chunk0 + k_idx);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dot = fmaf(q[g][j], kf[j], dot);
+        dot = group_sum<S::kLanesPerKey>(dot);
+        if (dim_lane == 0) scores[g][k_idx] = in_range ? dot : -INFINITY;
+      }
+    }
+    __syncthreads();
+    softmax_chunk<kDim, kGroup>(scores, alpha_s, run_max, run_sum);
+    __syncthreads();
+
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const float alpha = alpha_s[g];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[g][j] *= alpha;
+    }
+    // Keys the query does not see have weight 0 and were zero-filled: they add nothing.
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) {
+      const int k_idx = ps * kKeysPerPass + key_lane;
+      if (chunk0 + k_idx >= end) continue;
+      float vf[8];
+      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps) + kChunk * kDim * 2), vf);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const float w = scores[g][k_idx];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(w, vf[j], acc[g][j]);
+      }
+    }
+    __syncthreads();  // scores and alpha_s are rewritten by the next chunk
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int i = 0; i < S::kGroupsPerWarp; ++i) {
+    const int g = warp + i * kWarps;
+    if (g < kGroup && lane == 0) {
+      max_s[g] = run_max[i];
+      sum_s[g] = run_sum[i];
+    }
+  }
+  __syncthreads();  // the stages become the reduction buffer
+  write_split<kDim, kGroup>(p, stages, acc, max_s, sum_s, token, kv_head, split);
+  if (p.num_splits > 1 && p.split_counters != nullptr) merge_if_last(p, token, kv_head);
+}
+
 // grid: (num_tokens, num_heads); block: 128 threads over head_dim. Merges the splits' partial outputs
 // (when there are no split counters to merge in the decode kernel itself).
 __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParams p) {
@@ -294,13 +343,19 @@ __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParam
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) merge_splits(p, row, int(blockIdx.y), d);
 }
 
+template <int kDim, bool kGeneral>
+void launch_group(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
+  const int group = p.num_heads / p.num_kv_heads;
+  if (group <= 1) launch(decode_attention_kernel<kDim, 1, kGeneral>, grid, kThreads, 0, stream, p);
+  else if (group <= 2) launch(decode_attention_kernel<kDim, 2, kGeneral>, grid, kThreads, 0, stream, p);
+  else if (group <= 4) launch(decode_attention_kernel<kDim, 4, kGeneral>, grid, kThreads, 0, stream, p);
+  else launch(decode_attention_kernel<kDim, 8, kGeneral>, grid, kThreads, 0, stream, p);
+}
+
 template <int kDim>
 void launch_dim(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
-  const int group = p.num_heads / p.num_kv_heads;
-  if (group <= 1) launch(decode_attention_kernel<kDim, 1>, grid, kThreads, 0, stream, p);
-  else if (group <= 2) launch(decode_attention_kernel<kDim, 2>, grid, kThreads, 0, stream, p);
-  else if (group <= 4) launch(decode_attention_kernel<kDim, 4>, grid, kThreads, 0, stream, p);
-  else launch(decode_attention_kernel<kDim, 8>, grid, kThreads, 0, stream, p);
+  if (attention_is_general(p)) launch_group<kDim, true>(p, grid, stream);
+  else launch_group<kDim, false>(p, grid, stream);
 }
 
 }  // namespace
@@ -316,15 +371,15 @@ int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t nu
   int n = 0;
   auto query = [&](auto kernel) { DRIFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0)); };
   if (d == 0) {
-    if (g == 0) query(decode_attention_kernel<64, 1>);
-    else if (g == 1) query(decode_attention_kernel<64, 2>);
-    else if (g == 2) query(decode_attention_kernel<64, 4>);
-    else query(decode_attention_kernel<64, 8>);
+    if (g == 0) query(decode_attention_kernel<64, 1, false>);
+    else if (g == 1) query(decode_attention_kernel<64, 2, false>);
+    else if (g == 2) query(decode_attention_kernel<64, 4, false>);
+    else query(decode_attention_kernel<64, 8, false>);
   } else {
-    if (g == 0) query(decode_attention_kernel<128, 1>);
-    else if (g == 1) query(decode_attention_kernel<128, 2>);
-    else if (g == 2) query(decode_attention_kernel<128, 4>);
-    else query(decode_attention_kernel<128, 8>);
+    if (g == 0) query(decode_attention_kernel<128, 1, false>);
+    else if (g == 1) query(decode_attention_kernel<128, 2, false>);
+    else if (g == 2) query(decode_attention_kernel<128, 4, false>);
+    else query(decode_attention_kernel<128, 8, false>);
   }
   n = n > 0 ? n : 1;
   cache[d][g].store(n, std::memory_order_relaxed);

@@ -122,8 +122,9 @@ struct ConcatParams {
 };
 void run(const ConcatParams& p, cudaStream_t stream);
 
-// Causal attention of new tokens over the paged KV cache (which already holds their K/V). A query row
-// at sequence position `pos` sees keys (pos - sliding_window, pos] (all of [0, pos] when the window is 0).
+// Attention of new tokens over the paged KV cache (which already holds their K/V), with the key rules of
+// PagedAttentionParams (ops.h): chains, draft trees (tree_mask) and block-table views (block_positions);
+// kernels/attention_keys.cuh applies them.
 struct AttentionParams {
   const bf16* q = nullptr;             // [num_tokens, q_row_stride]: num_heads rows of head_dim at the front
   const bf16* k_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
@@ -132,6 +133,10 @@ struct AttentionParams {
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int32_t* query_start = nullptr;   // [num_seqs + 1]
   const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int32_t* q_positions = nullptr;   // [num_tokens] or null: chains ending at context_len - 1
+  const uint32_t* tree_mask = nullptr;    // [num_tokens, mask_words] or null
+  const int32_t* block_positions = nullptr;  // [num_seqs, max_blocks_per_seq] or null (no view)
+  const int32_t* view_blocks = nullptr;      // [num_seqs], with block_positions
   const float* sinks = nullptr;        // [num_heads] or null: a logit per head that joins the softmax
   float* partial_out = nullptr;        // [num_tokens, num_heads, num_splits, head_dim] split-KV scratch
   float* partial_lse = nullptr;        // [num_tokens, num_heads, num_splits, 2] (max, sum) per split
@@ -139,6 +144,7 @@ struct AttentionParams {
   int64_t q_row_stride = 0;            // elements between consecutive tokens' q rows
   int32_t num_tokens = 0, num_seqs = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int32_t block_size = 0, max_blocks_per_seq = 0;
+  int32_t mask_words = 0;              // words per tree_mask row
   int32_t num_splits = 1;              // split-KV factor of the decode kernel
   float scale = 1.0f;
   int32_t sliding_window = 0;

@@ -7,8 +7,10 @@
 // its sequence and tile from query_start on the device: the host never reads sequence lengths, so the
 // launch is capturable (contract 11). Keys before a sequence's new tokens (chunked prefill, prefix hits)
 // come from the cache like any others.
+#include <climits>
 #include <cmath>
 
+#include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/mma.cuh"
@@ -34,8 +36,144 @@ struct PrefillSmem {
   bf16 v[2][kBlockN][kStride];
 };
 
-// grid: (ceil(num_tokens / tokens_per_tile) + num_seqs, num_kv_heads); block: 128 threads.
+// This CTA's query tile: rows (token, head) of one sequence's new tokens [tok0, tok0 + num_tokens).
+struct QueryTile {
+  int seq = -1, tok0 = 0, num_tokens = 0;
+};
+
+// A sequence's last tiles (the most keys) come first.
+__device__ __forceinline__ QueryTile find_tile(const AttentionParams& p, int tokens_per_tile) {
+  QueryTile t;
+  for (int s = 0, remaining = int(blockIdx.x); s < p.num_seqs; ++s) {
+    const int tiles = (p.query_start[s + 1] - p.query_start[s] + tokens_per_tile - 1) / tokens_per_tile;
+    if (remaining < tiles) {
+      t.seq = s;
+      t.tok0 = p.query_start[s] + (tiles - 1 - remaining) * tokens_per_tile;
+      t.num_tokens = min(tokens_per_tile, p.query_start[s + 1] - t.tok0);
+      break;
+    }
+    remaining -= tiles;
+  }
+  return t;
+}
+
+// The lowest and highest position among the tile's queries (every thread gets them).
+__device__ __forceinline__ void tile_positions(const AttentionParams& p, const SeqKeys& keys, const QueryTile& tile,
+                                               int& lo, int& hi) {
+  __shared__ int pos_lo, pos_hi;
+  if (threadIdx.x == 0) {
+    pos_lo = INT_MAX;
+    pos_hi = INT_MIN;
+  }
+  __syncthreads();
+  if (int(threadIdx.x) < tile.num_tokens) {
+    const int pos = query_position(p, keys, tile.tok0 + threadIdx.x);
+    atomicMin(&pos_lo, pos);
+    atomicMax(&pos_hi, pos);
+  }
+  __syncthreads();
+  lo = pos_lo;
+  hi = pos_hi;
+}
+
+// One row of the mma layout this thread holds: g or g + 8 of its warp's 16.
+struct TileRow {
+  int token, head, q_pos;
+  bool valid;
+};
+
+// Scales one key tile's scores into log2 units, masks the keys row r does not see, and folds the tile
+// into the row's running max and sum; the scores become the softmax weights and o is rescaled.
+template <int kDim, bool kGeneral>
+__device__ __forceinline__ void softmax_tile(const AttentionParams& p, const SeqKeys& keys, const TileRow& r, int i,
+                                             int key0, float (&s)[kBlockN / 8][4], float (&o)[kDim / 8][4],
+                                             float& row_max, float& row_sum) {
+  const int lane = threadIdx.x % 32;
+  const float scale_log2 = p.scale * kLog2e;
+  const int q_lo = p.sliding_window > 0 ? r.q_pos - p.sliding_window + 1 : 0;
+  float mx = row_max;
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int key = key0 + j * 8 + (lane % 4) * 2 + c;
+      float v = s[j][2 * i + c] * scale_log2;
+      bool seen;
+      if constexpr (kGeneral) {
+        seen = r.valid && key < keys.num_slots && key_visible(p, keys, r.token, r.q_pos, slot_position(p, keys, key));
+      } else {
+        seen = r.valid && key <= r.q_pos && key >= q_lo;
+      }
+      if (!seen) v = -INFINITY;
+      s[j][2 * i + c] = v;
+      mx = fmaxf(mx, v);
+    }
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float base = mx == -INFINITY ? 0.0f : mx;
+  const float alpha = exp2f(row_max - base);
+  row_max = mx;
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const float e = exp2f(s[j][2 * i + c] - base);
+      s[j][2 * i + c] = e;
+      sum += e;
+    }
+  }
+  row_sum = row_sum * alpha + sum;
+#pragma unroll
+  for (int j = 0; j < kDim / 8; ++j) {
+    o[j][2 * i] *= alpha;
+    o[j][2 * i + 1] *= alpha;
+  }
+}
+
+// S = Q K^T over one key tile (qa: this warp's Q fragments).
 template <int kDim>
+__device__ __forceinline__ void score_tile(const PrefillSmem<kDim>& sm, int stage, const uint32_t (&qa)[kDim / 16][4],
+                                           float (&s)[kBlockN / 8][4]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int j = 0; j < kBlockN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < kDim / 16; ++ks) {
+#pragma unroll
+    for (int np = 0; np < kBlockN / 16; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, &sm.k[stage][np * 16 + lane % 8 + (lane / 16) * 8][ks * 16 + ((lane / 8) % 2) * 8]);
+      mma_bf16_16816(s[2 * np], qa[ks], b[0], b[1]);
+      mma_bf16_16816(s[2 * np + 1], qa[ks], b[2], b[3]);
+    }
+  }
+}
+
+// O += P V, P taken from the score accumulators in bf16.
+template <int kDim>
+__device__ __forceinline__ void accumulate_tile(const PrefillSmem<kDim>& sm, int stage, const float (&s)[kBlockN / 8][4],
+                                                float (&o)[kDim / 8][4]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                           pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < kDim / 16; ++dp) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, &sm.v[stage][kk * 16 + lane % 8 + ((lane / 8) % 2) * 8][dp * 16 + (lane / 16) * 8]);
+      mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
+      mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// grid: (ceil(num_tokens / tokens_per_tile) + num_seqs, num_kv_heads); block: 128 threads.
+// kGeneral: a tree mask or a view, so each key's visibility is checked (else the chain rule is).
+template <int kDim, bool kGeneral>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionParams p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -45,46 +183,35 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
-  const int tokens_per_tile = kBlockM / group;
-
-  // This CTA's sequence and tile; a sequence's last tiles (the most keys) come first.
-  int seq = -1, tile = 0;
-  for (int s = 0, remaining = int(blockIdx.x); s < p.num_seqs; ++s) {
-    const int tiles = (p.query_start[s + 1] - p.query_start[s] + tokens_per_tile - 1) / tokens_per_tile;
-    if (remaining < tiles) {
-      seq = s;
-      tile = tiles - 1 - remaining;
-      break;
-    }
-    remaining -= tiles;
-  }
-  if (seq < 0) return;
-
-  const int q_begin = p.query_start[seq], q_end = p.query_start[seq + 1];
-  const int tok0 = q_begin + tile * tokens_per_tile;
-  const int tile_tokens = min(tokens_per_tile, q_end - tok0);
-  const int pos0 = p.context_lens[seq] - (q_end - q_begin) + (tok0 - q_begin);  // position of token tok0
-  const int key_end = pos0 + tile_tokens;                                        // keys [.., key_end)
-  // The first key any row of the tile sees; blocks before it may already be released (-1) by a window.
-  const int key_first = p.sliding_window > 0 ? max(0, pos0 - p.sliding_window + 1) : 0;
+  const QueryTile tile = find_tile(p, kBlockM / group);
+  if (tile.seq < 0) return;
+  const SeqKeys keys = seq_keys(p, tile.seq);
+  int pos_lo = 0, pos_hi = 0;
+  tile_positions(p, keys, tile, pos_lo, pos_hi);
+  // Slots [key_first, key_end) hold every key a row of the tile sees; blocks before the first may already
+  // be released (-1) by a window.
+  int key_first = 0, key_end = 0;
+  slot_range(p, keys, pos_lo, pos_hi, key_first, key_end);
   const int key_begin = key_first / kBlockN * kBlockN;
   const int num_kv_tiles = key_end > key_begin ? (key_end - key_begin + kBlockN - 1) / kBlockN : 0;
-  const int32_t* table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
 
   // Query tile: row r is token tok0 + r / group, head kv_head * group + r % group.
   for (int idx = tid; idx < kBlockM * kChunksPerRow; idx += kThreads) {
     const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
     const int t = r / group;
-    const bool valid = t < tile_tokens && c * 8 < p.head_dim;
+    const bool valid = t < tile.num_tokens && c * 8 < p.head_dim;
     const int64_t offset =
-        valid ? int64_t(tok0 + t) * p.q_row_stride + int64_t(kv_head * group + r % group) * p.head_dim + c * 8 : 0;
+        valid ? int64_t(tile.tok0 + t) * p.q_row_stride + int64_t(kv_head * group + r % group) * p.head_dim + c * 8 : 0;
     cp_async16(&sm.q[r][c * 8], p.q + offset, valid);
   }
+  // Slots outside the range, in released blocks or (in a view's last block) past the context are zeros.
   auto load_kv = [&](int stage, int key0) {
     for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += kThreads) {
       const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
       const int key = key0 + r;
-      const int32_t block = key >= key_first && key < key_end ? table[key / p.block_size] : -1;
+      bool in_range = key >= key_first && key < key_end;
+      if constexpr (kGeneral) in_range = in_range && slot_position(p, keys, key) < keys.context_len;
+      const int32_t block = in_range ? keys.table[key / p.block_size] : -1;
       const bool valid = block >= 0 && c * 8 < p.head_dim;
       int64_t offset = 0;
       if (valid) offset = ((int64_t(block) * p.block_size + key % p.block_size) * p.num_kv_heads + kv_head) * p.head_dim + c * 8;
@@ -97,16 +224,15 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   cp_async_commit();
 
   // The two rows this thread holds in the mma layouts: g and g + 8 of the warp's 16.
-  int qpos[2], qlo[2], head[2];
-  bool row_valid[2];
+  TileRow rows[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp * 16 + lane / 4 + i * 8;
     const int t = r / group;
-    row_valid[i] = t < tile_tokens;
-    head[i] = kv_head * group + r % group;
-    qpos[i] = row_valid[i] ? pos0 + t : -1;  // an invalid row masks every key
-    qlo[i] = p.sliding_window > 0 ? qpos[i] - p.sliding_window + 1 : 0;
+    rows[i].valid = t < tile.num_tokens;
+    rows[i].token = tile.tok0 + t;
+    rows[i].head = kv_head * group + r % group;
+    rows[i].q_pos = rows[i].valid ? query_position(p, keys, rows[i].token) : -1;  // an invalid row sees no key
   }
 
   float o[kDim / 8][4];
@@ -116,11 +242,10 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   if (p.sinks != nullptr) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      row_max[i] = p.sinks[head[i]] * kLog2e;
+      row_max[i] = p.sinks[rows[i].head] * kLog2e;
       row_sum[i] = lane % 4 == 0 ? 1.0f : 0.0f;  // exp2(sink - max), counted once per quad
     }
   }
-  const float scale_log2 = p.scale * kLog2e;
   uint32_t qa[kDim / 16][4];
 
   for (int it = 0; it < num_kv_tiles; ++it) {
@@ -132,75 +257,12 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
     }
     if (it + 1 < num_kv_tiles) load_kv((it + 1) & 1, key_begin + (it + 1) * kBlockN);
     const int stage = it & 1;
-    const int key0 = key_begin + it * kBlockN;
-
-    // S = Q K^T over this key tile.
     float s[kBlockN / 8][4];
+    score_tile<kDim>(sm, stage, qa, s);
 #pragma unroll
-    for (int j = 0; j < kBlockN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < kDim / 16; ++ks) {
-#pragma unroll
-      for (int np = 0; np < kBlockN / 16; ++np) {
-        uint32_t b[4];
-        ldmatrix_x4(b, &sm.k[stage][np * 16 + lane % 8 + (lane / 16) * 8][ks * 16 + ((lane / 8) % 2) * 8]);
-        mma_bf16_16816(s[2 * np], qa[ks], b[0], b[1]);
-        mma_bf16_16816(s[2 * np + 1], qa[ks], b[2], b[3]);
-      }
-    }
-
-    // Scale into log2 units, mask, and update the running max and sum of each row.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float mx = row_max[i];
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int key = key0 + j * 8 + (lane % 4) * 2 + c;
-          float v = s[j][2 * i + c] * scale_log2;
-          if (key > qpos[i] || key < qlo[i]) v = -INFINITY;
-          s[j][2 * i + c] = v;
-          mx = fmaxf(mx, v);
-        }
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = mx == -INFINITY ? 0.0f : mx;
-      const float alpha = exp2f(row_max[i] - base);
-      row_max[i] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const float e = exp2f(s[j][2 * i + c] - base);
-          s[j][2 * i + c] = e;
-          sum += e;
-        }
-      }
-      row_sum[i] = row_sum[i] * alpha + sum;
-#pragma unroll
-      for (int j = 0; j < kDim / 8; ++j) {
-        o[j][2 * i] *= alpha;
-        o[j][2 * i + 1] *= alpha;
-      }
-    }
-
-    // O += P V, P taken from the score accumulators in bf16.
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                             pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < kDim / 16; ++dp) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, &sm.v[stage][kk * 16 + lane % 8 + ((lane / 8) % 2) * 8][dp * 16 + (lane / 16) * 8]);
-        mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
-        mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
-      }
-    }
+    for (int i = 0; i < 2; ++i)
+      softmax_tile<kDim, kGeneral>(p, keys, rows[i], i, key_begin + it * kBlockN, s, o, row_max[i], row_sum[i]);
+    accumulate_tile<kDim>(sm, stage, s, o);
   }
   cp_async_wait<0>();
 
@@ -209,10 +271,9 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
     float sum = row_sum[i];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    if (!row_valid[i]) continue;
+    if (!rows[i].valid) continue;
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int t = (warp * 16 + lane / 4 + i * 8) / group;
-    bf16* out = p.out + (int64_t(tok0 + t) * p.num_heads + head[i]) * p.head_dim;
+    bf16* out = p.out + (int64_t(rows[i].token) * p.num_heads + rows[i].head) * p.head_dim;
 #pragma unroll
     for (int j = 0; j < kDim / 8; ++j) {
       const int col = j * 8 + (lane % 4) * 2;
@@ -222,19 +283,25 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   }
 }
 
-template <int kDim>
-void launch_dim(const AttentionParams& p, cudaStream_t stream) {
+template <int kDim, bool kGeneral>
+void launch_kernel(const AttentionParams& p, cudaStream_t stream) {
   constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
   static const bool configured = [] {
     DRIFT_CUDA_CHECK(
-        cudaFuncSetAttribute(prefill_attention_kernel<kDim>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+        cudaFuncSetAttribute(prefill_attention_kernel<kDim, kGeneral>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
     return true;
   }();
   (void)configured;
   const int group = p.num_heads / p.num_kv_heads;
   const int tokens_per_tile = kBlockM / group;
   const dim3 grid(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));
-  launch(prefill_attention_kernel<kDim>, grid, kThreads, kSmem, stream, p);
+  launch(prefill_attention_kernel<kDim, kGeneral>, grid, kThreads, kSmem, stream, p);
+}
+
+template <int kDim>
+void launch_dim(const AttentionParams& p, cudaStream_t stream) {
+  if (attention_is_general(p)) launch_kernel<kDim, true>(p, stream);
+  else launch_kernel<kDim, false>(p, stream);
 }
 
 }  // namespace

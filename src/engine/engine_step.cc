@@ -1,0 +1,216 @@
+// One engine step: drafts for speculating requests, plan and commit, the forward pass with sampling of
+// every logits row, verification of drafts, and the tokens accepted into each request's stream.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "base/trace.h"
+#include "engine/engine_impl.h"
+#include "sample/sampler.h"
+#include "sample/verify.h"
+
+namespace drift::engine {
+
+namespace {
+
+bool uses_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+}  // namespace
+
+void EngineImpl::run_step() {
+  propose_drafts();
+  core::BatchPlan plan = scheduler_->plan();
+  scheduler_->commit(plan);
+  if (!plan.preempted.empty()) {
+    std::lock_guard lock(metrics_mu_);
+    metrics_.num_preemptions_total += int64_t(plan.preempted.size());
+    for (int64_t id : plan.preempted) trace::record(trace::Event::kPreempt, id);
+  }
+  if (plan.seqs.empty()) {
+    refresh_gauges();
+    // Nothing fits now: wait for a cancellation or a new request rather than spin.
+    std::unique_lock lock(mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(5), [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); });
+    return;
+  }
+  const auto now = Clock::now();
+  for (const core::ScheduledSeq& s : plan.seqs) {
+    RequestState& state = *requests_.at(s.seq_id);
+    if (state.scheduled) continue;
+    state.scheduled = true;
+    state.first_scheduled = now;
+    state.num_cached_tokens = s.seq->num_cached_tokens;
+    trace::record(trace::Event::kAdmit, s.seq_id, s.seq->num_cached_tokens);
+  }
+  trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
+  auto picked = sample_step(plan);
+  if (!picked.ok()) {
+    trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
+    for (const core::ScheduledSeq& s : plan.seqs) {
+      (void)scheduler_->abort(s.seq_id);
+      finish(s.seq_id, FinishReason::kError, {}, picked.status());
+    }
+    return;
+  }
+  scheduler_->on_step_done(plan);
+  trace::record(trace::Event::kStepEnd, int64_t(plan.seqs.size()), plan.num_tokens);
+  {
+    std::lock_guard lock(metrics_mu_);
+    ++metrics_.steps_total;
+    metrics_.tokens_per_step.observe(plan.num_tokens);
+  }
+  size_t row = 0;
+  for (const core::ScheduledSeq& s : plan.seqs) {
+    const size_t n = size_t(runner::ModelRunner::num_logits(s));
+    if (n == 0) continue;
+    apply_rows(*requests_.at(s.seq_id), *s.seq, std::span<const sample::SampleResult>(*picked).subspan(row, n));
+    row += n;
+  }
+  refresh_gauges();
+}
+
+void EngineImpl::propose_drafts() {
+  if (proposer_ == nullptr) return;
+  // Decodes are planned first and each takes all its uncomputed tokens, so drafts that keep the running
+  // decodes within the token budget are never split across steps.
+  std::vector<const core::Sequence*> candidates;
+  int32_t budget = config_.max_num_batched_tokens;
+  for (const auto& [id, state] : requests_) {
+    const core::Sequence* seq = scheduler_->find(id);
+    if (seq == nullptr || seq->status != core::SeqStatus::kRunning || seq->leaving() || !seq->in_decode()) continue;
+    budget -= seq->num_uncomputed();
+    if (seq->num_uncomputed() == 1 && seq->num_draft_tokens == 0 && state->request.sampling.greedy())
+      candidates.push_back(seq);
+  }
+  for (const core::Sequence* seq : candidates) {
+    // Room for the drafts and the token sampled after them.
+    const int32_t room = scheduler_->max_length(*seq) - seq->num_tokens() - 1;
+    const int32_t k = std::min({config_.speculative.num_tokens, budget, room});
+    if (k <= 0) continue;
+    const std::vector<int32_t> drafts = proposer_->propose(seq->tokens, k);
+    if (drafts.empty()) continue;
+    scheduler_->append_draft_tokens(seq->seq_id, drafts);
+    budget -= int32_t(drafts.size());
+  }
+}
+
+std::span<const int32_t> EngineImpl::row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j) {
+  if (j == 0 || !uses_penalties(state.request.sampling)) return state.output_tokens;
+  // Penalties of the row after j drafts see them as output already.
+  std::vector<int32_t>& out = row_outputs_.emplace_back(state.output_tokens);
+  const size_t first_draft = seq.tokens.size() - size_t(seq.num_draft_tokens);
+  out.insert(out.end(), seq.tokens.begin() + ptrdiff_t(first_draft), seq.tokens.begin() + ptrdiff_t(first_draft + size_t(j)));
+  return out;
+}
+
+Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::BatchPlan& plan) {
+  row_outputs_.clear();
+  size_t num_rows = 0;
+  for (const core::ScheduledSeq& s : plan.seqs) num_rows += size_t(runner::ModelRunner::num_logits(s));
+  row_outputs_.reserve(num_rows);  // row_outputs() hands out spans into it
+  std::vector<sample::RowSampling> rows;
+  rows.reserve(num_rows);
+  for (const core::ScheduledSeq& s : plan.seqs) {
+    const RequestState& state = *requests_.at(s.seq_id);
+    for (int32_t j = 0; j < runner::ModelRunner::num_logits(s); ++j)
+      rows.push_back({&state.request.sampling, state.prompt_tokens, row_outputs(state, *s.seq, j), state.seed,
+                      uint64_t(state.output_tokens.size()) + uint64_t(j)});
+  }
+  if (runner_->samples_on_device()) {
+    // The backend samples where the logits are; only the chosen tokens come back.
+    DRIFT_ASSIGN_OR_RETURN(std::span<const sample::SampleResult> picked, runner_->step_and_sample(plan, rows));
+    return std::vector<sample::SampleResult>(picked.begin(), picked.end());
+  }
+  DRIFT_ASSIGN_OR_RETURN(std::span<const float> logits, runner_->step(plan));
+  const size_t vocab = size_t(model_->vocab_size());
+  std::vector<float> row(vocab);
+  std::vector<sample::SampleResult> picked;
+  picked.reserve(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(logits.begin() + ptrdiff_t(i * vocab), vocab, row.begin());
+    const sample::RowSampling& r = rows[i];
+    picked.push_back(sample::sample(row, *r.params, r.prompt_tokens, r.output_tokens, r.seed, r.position));
+  }
+  return picked;
+}
+
+void EngineImpl::apply_rows(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> rows) {
+  const int32_t num_drafts = seq.num_draft_tokens;
+  if (num_drafts == 0) return accept_tokens(state, seq, rows, 0);
+  if (int32_t(rows.size()) != 1 + num_drafts) {
+    (void)scheduler_->abort(seq.seq_id);
+    return finish(seq.seq_id, FinishReason::kError, {},
+                  internal_error(fmt::format("a verify step of {} drafts was split: {} rows came back", num_drafts,
+                                             rows.size())));
+  }
+  const int32_t verified = seq.num_tokens() - num_drafts;
+  const std::span<const int32_t> drafts(seq.tokens.data() + verified, size_t(num_drafts));
+  std::vector<int32_t> targets;
+  for (const sample::SampleResult& r : rows) targets.push_back(r.token);
+  const int32_t accepted = sample::accept_greedy(drafts, targets);
+  if (Status s = scheduler_->rollback(seq.seq_id, verified + accepted, verified + accepted); !s.ok()) {
+    (void)scheduler_->abort(seq.seq_id);
+    return finish(seq.seq_id, FinishReason::kError, {}, s);
+  }
+  {
+    std::lock_guard lock(metrics_mu_);
+    ++metrics_.spec_decode_num_drafts;
+    metrics_.spec_decode_num_draft_tokens += num_drafts;
+    metrics_.spec_decode_num_accepted_tokens += accepted;
+    auto& per_pos = metrics_.spec_decode_num_accepted_tokens_per_pos;
+    for (int32_t i = 0; i < accepted && size_t(i) < per_pos.size(); ++i) ++per_pos[size_t(i)];
+  }
+  // The accepted drafts are already the sequence's tokens; the row after them brings one more.
+  accept_tokens(state, seq, rows.first(size_t(accepted) + 1), accepted);
+}
+
+void EngineImpl::accept_tokens(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> picked,
+                               int32_t num_in_scheduler) {
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(metrics_mu_);
+    if (state.output_tokens.empty()) {
+      state.first_token = now;
+      metrics_.time_to_first_token_s.observe(seconds_between(state.submitted, now));
+    } else {
+      // Tokens that arrive together share the wait.
+      const double each = seconds_between(state.last_token, now) / double(picked.size());
+      for (size_t i = 0; i < picked.size(); ++i) metrics_.time_per_output_token_s.observe(each);
+    }
+    metrics_.generation_tokens_total += int64_t(picked.size());
+  }
+  state.last_token = now;
+  Output out;
+  for (size_t i = 0; i < picked.size(); ++i) {
+    const int32_t token = picked[i].token;
+    state.output_tokens.push_back(token);
+    if (int32_t(i) >= num_in_scheduler) scheduler_->append_token(seq.seq_id, token);
+    out.new_tokens.push_back(token);
+    if (state.request.sampling.top_logprobs >= 0) {
+      TokenLogprobs lp{token, picked[i].logprob, {}};
+      for (const auto& t : picked[i].top) lp.top.emplace_back(t.token, t.logprob);
+      out.logprobs.push_back(std::move(lp));
+    }
+    const bool is_eos = !state.request.ignore_eos &&
+                        std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
+    const auto& stop_ids = state.request.stop_token_ids;
+    if (is_eos || std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
+      // The stop token itself is not text the client sees.
+      out.text += state.stop_matcher->flush();
+      return finish(seq.seq_id, FinishReason::kStop, tokenizer_->token_text(token).data(), {}, std::move(out));
+    }
+    StopMatcher::Result matched = state.stop_matcher->push(state.decoder->push(token));
+    out.text += matched.emit;
+    if (matched.stopped) return finish(seq.seq_id, FinishReason::kStop, matched.stop_string, {}, std::move(out));
+    if (int32_t(state.output_tokens.size()) >= state.max_tokens) {
+      out.text += state.stop_matcher->push(state.decoder->flush()).emit;
+      out.text += state.stop_matcher->flush();
+      return finish(seq.seq_id, FinishReason::kLength, {}, {}, std::move(out));
+    }
+  }
+  emit(state, std::move(out));
+}
+
+}  // namespace drift::engine

@@ -1,0 +1,161 @@
+#include "model/decoder_model.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "model/layer_plan.h"
+#include "model/layers/decoder_stream.h"
+#include "model/layers/gqa_attention.h"
+#include "model/layers/mla_attention.h"
+#include "model/layers/rope.h"
+
+namespace drift::model {
+
+namespace {
+
+// One layer as its LayerKind says: exactly one attention and one feed-forward are set.
+struct DecoderLayer {
+  RmsNorm input_norm, post_attention_norm;
+  std::optional<GqaAttention> gqa;
+  std::optional<MlaAttention> mla;
+  std::optional<GatedMlp> mlp;
+  std::optional<Moe> moe;
+};
+
+class DecoderModel final : public Model {
+ public:
+  DecoderModel(weights::ModelConfig config, LayerPlan plan, const DecoderFamily& family)
+      : Model(std::move(config)), plan_(std::move(plan)), family_(family) {
+    description_ = family.description;
+  }
+
+  Status load(WeightLoader& loader) {
+    const auto& c = config_;
+    ops_ = &loader.ops();
+    DRIFT_ASSIGN_OR_RETURN(RopeFrequencies freqs, rope_frequencies(c.rope, c.rope.rotary_dim, c.max_position_embeddings));
+    const std::vector<float> table = rope_cos_sin_table(freqs, c.max_position_embeddings);
+    rope_table_ = ops_->alloc(DType::kF32, {c.max_position_embeddings, c.rope.rotary_dim});
+    ops_->copy_from_host(rope_table_.view, table.data());
+    const backend::RopeParams rope{rope_table_.view, int32_t(c.rope.rotary_dim), c.rope.interleaved};
+    gqa_ = {.hidden = c.hidden_size, .num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
+            .qkv_bias = c.attention_bias, .o_bias = c.attention_out_bias, .qk_norm = c.qk_norm,
+            .sinks = c.attention_sinks, .norm_eps = c.rms_norm_eps, .sliding_window = 0, .kv_group = 0, .rope = rope};
+    if (c.mla) mla_ = mla_spec(c, rope);
+    if (c.moe) {
+      moe_ = moe_spec(c);
+      DRIFT_RETURN_IF_ERROR(check_moe_spec(moe_));
+    }
+    DRIFT_RETURN_IF_ERROR(stream_.load(loader, c));
+    for (size_t i = 0; i < plan_.layers.size(); ++i) {
+      DRIFT_ASSIGN_OR_RETURN(DecoderLayer layer, load_layer(loader, i));
+      layers_.push_back(std::move(layer));
+    }
+    num_parameters_ = loader.num_parameters();
+    return Status::Ok();
+  }
+
+  std::vector<core::KvSpec> kv_specs(DType kv_dtype) const override { return plan_.kv_specs(kv_dtype); }
+
+  void allocate_kv_cache(int32_t num_blocks, int32_t block_size, DType kv_dtype) override {
+    for (DecoderLayer& layer : layers_) {
+      if (layer.gqa) layer.gqa->allocate_cache(*ops_, num_blocks, block_size, kv_dtype);
+      if (layer.mla) layer.mla->allocate_cache(*ops_, num_blocks, block_size, kv_dtype);
+    }
+  }
+
+  void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
+    stream_.allocate(*ops_, max_tokens, max_logits, config_.hidden_size);
+    bool gqa = false, mla = false, dense = false, moe = false;
+    for (const LayerKind& k : plan_.layers) {
+      gqa = gqa || k.attention == AttentionKind::kGqa;
+      mla = mla || k.attention == AttentionKind::kMla;
+      dense = dense || k.feed_forward == FeedForwardKind::kDense;
+      moe = moe || k.feed_forward == FeedForwardKind::kMoe;
+    }
+    if (gqa) gqa_scratch_ = AttentionScratch::allocate(*ops_, max_tokens, gqa_);
+    if (mla) mla_scratch_ = MlaScratch::allocate(*ops_, max_tokens, mla_);
+    if (dense) mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, config_.intermediate_size);
+    if (moe) moe_scratch_ = MoeScratch::allocate(*ops_, max_tokens, moe_);
+  }
+
+  void forward(const ForwardContext& ctx, const Tensor& logits) override {
+    backend::Ops& ops = *ops_;
+    stream_.forward(
+        ops, ctx, layers_,
+        [&](const DecoderLayer& layer, const Tensor& normed, const Tensor& out) {
+          if (layer.gqa) {
+            layer.gqa->forward(ops, ctx, normed, gqa_scratch_, out);
+          } else {
+            layer.mla->forward(ops, ctx, normed, mla_scratch_, out);
+          }
+        },
+        [&](const DecoderLayer& layer, const Tensor& normed, const Tensor& out) {
+          if (layer.moe) {
+            layer.moe->forward(ops, normed, moe_scratch_, out);
+          } else {
+            layer.mlp->forward(ops, normed, mlp_scratch_, out);
+          }
+        },
+        logits);
+  }
+
+  Status set_hidden_taps(std::span<const int32_t> layers) override {
+    return stream_.set_taps(layers, config_.num_layers);
+  }
+  Tensor hidden_taps() const override { return stream_.taps(); }
+
+ private:
+  Expected<DecoderLayer> load_layer(WeightLoader& loader, size_t i) {
+    const auto& c = config_;
+    const LayerKind& kind = plan_.layers[i];
+    const std::string p = fmt::format("model.layers.{}", i);
+    DecoderLayer layer;
+    DRIFT_RETURN_IF_ERROR(DecoderStream::load_layer_norms(loader, p, c, layer));
+    if (kind.attention == AttentionKind::kMla) {
+      MlaSpec spec = mla_;
+      spec.kv_group = kind.kv_group;
+      DRIFT_ASSIGN_OR_RETURN(layer.mla, MlaAttention::load(loader, p + ".self_attn", spec));
+    } else {
+      GqaAttentionSpec spec = gqa_;
+      spec.sliding_window = kind.sliding_window;
+      spec.kv_group = kind.kv_group;
+      DRIFT_ASSIGN_OR_RETURN(layer.gqa, GqaAttention::load(loader, p + ".self_attn", spec));
+    }
+    if (kind.feed_forward == FeedForwardKind::kMoe) {
+      if (family_.load_moe == nullptr)
+        return unsupported(fmt::format("{}: layer {} is a mixture of experts, which this family does not load",
+                                       c.architecture, i));
+      DRIFT_ASSIGN_OR_RETURN(layer.moe, family_.load_moe(loader, p + ".mlp", moe_, c));
+    } else {
+      DRIFT_ASSIGN_OR_RETURN(layer.mlp, GatedMlp::load(loader, p + ".mlp", c.hidden_size, c.intermediate_size, c.mlp_bias));
+    }
+    return layer;
+  }
+
+  LayerPlan plan_;
+  const DecoderFamily& family_;
+  backend::Ops* ops_ = nullptr;
+  backend::Buffer rope_table_;
+  GqaAttentionSpec gqa_;
+  MlaSpec mla_;
+  MoeSpec moe_;
+  std::vector<DecoderLayer> layers_;
+  DecoderStream stream_;  // embedding, residual stream, final norm, LM head, taps
+  AttentionScratch gqa_scratch_;
+  MlaScratch mla_scratch_;
+  GatedMlpScratch mlp_scratch_;
+  MoeScratch moe_scratch_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Model>> build_decoder(const weights::ModelConfig& config, WeightLoader& loader,
+                                               const DecoderFamily& family) {
+  if (family.check != nullptr) DRIFT_RETURN_IF_ERROR(family.check(config));
+  auto model = std::make_unique<DecoderModel>(config, plan_layers(config), family);
+  DRIFT_RETURN_IF_ERROR(model->load(loader));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace drift::model

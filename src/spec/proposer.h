@@ -1,0 +1,19 @@
+// Proposer: speculative decoding's drafter (contract 9). It proposes tokens to follow a sequence; the
+// engine appends them as drafts, the target model scores them all in one step, and the verifier in
+// sample/ keeps the longest accepted prefix. EAGLE-3 heads and prompt lookup are proposers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace drift::spec {
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  // Up to max_tokens drafts to follow `tokens` (prompt + output so far); fewer, or none, when it has no guess.
+  virtual std::vector<int32_t> propose(std::span<const int32_t> tokens, int32_t max_tokens) const = 0;
+};
+
+}  // namespace drift::spec
