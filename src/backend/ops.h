@@ -35,8 +35,9 @@ struct RopeParams {
 //   [0, p] without a window). Decode, prefill, chunked prefill and chain speculation are all this case.
 // - A draft tree (tree_mask given): a query at position p (its RoPE position: the context length plus its
 //   depth in the tree) sees the context positions its window allows, and among the new tokens only those
-//   its mask row marks (ancestors and itself). New tokens past the mask's 32 * mask_words bits are seen
-//   as in a chain, so a prefill chunk can share a step with a tree.
+//   its mask row marks (ancestors and itself) and its window allows (a tree shallower than the window
+//   keeps all of them). New tokens past the mask's 32 * mask_words bits are seen as in a chain, and a
+//   chain's rows mark every earlier new token, so chains and a tree can share a step.
 // - A view (block_positions given): the table lists a subset of the sequence's blocks (SpecPV's partial
 //   KV), in ascending order; keys outside the listed blocks are not seen. Nothing is copied.
 struct PagedAttentionParams {

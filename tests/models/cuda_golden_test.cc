@@ -167,6 +167,62 @@ TEST_P(CudaGoldenTest, BatchedDecodeMatchesSingleDecode) {
   }
 }
 
+TEST_P(CudaGoldenTest, FourRowsOfOneSequenceMatchFourDecodes) {
+  // A verify-shaped step (four new tokens, logits of each) against four single-token steps.
+  const int64_t vocab = f_.model->vocab_size();
+  const std::vector<int32_t>& tokens = f_.golden.prompts.back().ids;
+  const auto blocks = identity_blocks(8, 3);
+  runner::SeqStep prefill{tokens, 0, 6, blocks, true, false};
+  ASSERT_TRUE(f_.runner->step({&prefill, 1}).ok());
+  std::vector<float> singles;
+  for (int32_t i = 6; i < 10; ++i) {
+    runner::SeqStep one{tokens, i, 1, blocks, true, false};
+    auto logits = f_.runner->step({&one, 1});
+    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+    singles.insert(singles.end(), logits->begin(), logits->end());
+  }
+  const int32_t rows[] = {0, 1, 2, 3};
+  runner::SeqStep four{tokens, 6, 4, blocks};
+  four.logit_rows = rows;
+  auto together = f_.runner->step({&four, 1});
+  ASSERT_TRUE(together.ok()) << together.status().to_string();
+  ASSERT_EQ(together->size(), size_t(4 * vocab));
+  EXPECT_LE(relative_max_error(together->data(), singles.data(), singles.size()), 1e-2);
+}
+
+TEST_P(CudaGoldenTest, DraftTreeMatchesTheCpu) {
+  // Seven drafted nodes after an 8-token context, positions by depth and an ancestor mask, on both backends.
+  const std::vector<int32_t> parents{-1, 0, 0, 1, 1, 2, 5}, nodes{11, 23, 5, 42, 17, 9, 30};
+  const std::vector<int32_t>& prompt = f_.golden.prompts.back().ids;
+  std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + 8);
+  tokens.insert(tokens.end(), nodes.begin(), nodes.end());
+  std::vector<int32_t> positions;
+  std::vector<uint32_t> mask;
+  for (int32_t i = 0; i < int32_t(nodes.size()); ++i) {
+    int32_t depth = 0;
+    uint32_t bits = 1u << i;
+    for (int32_t j = parents[size_t(i)]; j >= 0; j = parents[size_t(j)], ++depth) bits |= 1u << j;
+    positions.push_back(8 + depth);
+    mask.push_back(bits);
+  }
+  const auto blocks = identity_blocks(4, 20);
+  auto run = [&](runner::ModelRunner& r) {
+    runner::SeqStep prefill{tokens, 0, 8, blocks, true, false};
+    EXPECT_TRUE(r.step({&prefill, 1}).ok());
+    runner::SeqStep tree{tokens, 8, int32_t(nodes.size()), blocks, false, true};
+    tree.positions = positions;
+    tree.tree_mask = mask;
+    auto logits = r.step({&tree, 1});
+    EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+    return logits.ok() ? std::vector<float>(logits->begin(), logits->end()) : std::vector<float>();
+  };
+  const auto cpu = run(*f_.golden.runner);
+  const auto gpu = run(*f_.runner);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  ASSERT_FALSE(cpu.empty());
+  EXPECT_LE(relative_max_error(gpu.data(), cpu.data(), cpu.size()), kTolerance);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3"),
                          [](const ::testing::TestParamInfo<std::string>& test) {
                            std::string n = test.param;

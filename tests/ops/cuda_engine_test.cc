@@ -32,12 +32,14 @@ struct Generated {
   std::string error;
 };
 
-std::vector<Generated> generate(const std::string& device, bool enforce_eager, bool with_margins) {
+std::vector<Generated> generate(const std::string& device, bool enforce_eager, bool with_margins,
+                                const std::string& speculative = "", const std::string& model_dir = "") {
   EngineConfig config;
-  config.model_dir = std::string(DRIFT_FIXTURES_DIR) + "/models/llama";
+  config.model_dir = model_dir.empty() ? std::string(DRIFT_FIXTURES_DIR) + "/models/llama" : model_dir;
   config.device = device;
   config.enforce_eager = enforce_eager;
   config.max_num_seqs = 8;
+  config.speculative.method = speculative;
   auto engine = Engine::create(config);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return {};
@@ -101,6 +103,30 @@ TEST(CudaEngine, GreedyMatchesCpuAndGraphsMatchEager) {
                                                    << " vs cpu " << cpu[i].tokens[t];
       std::printf("[ engine   ] prompt %zu parts at step %zu, where the cpu's top-2 margin is %.4f\n", i, t,
                   cpu[i].margins[t]);
+      break;
+    }
+  }
+}
+
+// Speculative decoding (prompt-lookup drafts) on the GPU: several rows per sequence through the CUDA
+// sampler and the verify-step graphs. On the default model, whose text repeats, with and without drafts:
+// verify steps compute a token's logits in a batch of rows where plain decode computes it alone, which
+// moves bf16 logits a little, so the two may part only where the CPU's top-2 margin is that small.
+TEST(CudaEngine, SpeculativeGreedyKeepsTheOutput) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string model = std::string(DRIFT_MODELS_DIR) + "/default";
+  const auto cpu = generate("cpu", true, true, "", model);
+  const auto plain = generate("cuda", false, false, "", model);
+  const auto spec = generate("cuda", false, false, "ngram", model);
+  ASSERT_EQ(spec.size(), kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(spec[i].reason, FinishReason::kLength) << spec[i].error;
+    std::printf("[ engine   ] spec prompt %zu cuda: %s\n[ engine   ] spec prompt %zu +spec: %s\n", i,
+                ids(plain[i].tokens).c_str(), i, ids(spec[i].tokens).c_str());
+    for (size_t t = 0; t < std::min(plain[i].tokens.size(), spec[i].tokens.size()); ++t) {
+      if (plain[i].tokens[t] == spec[i].tokens[t]) continue;
+      ASSERT_LT(t, cpu[i].margins.size());
+      EXPECT_LT(cpu[i].margins[t], 4 * kAllowedMargin) << "prompt " << i << " step " << t;
       break;
     }
   }

@@ -231,5 +231,85 @@ TEST(RunnerGraphs, PaddedDecodeReplaysMatchEagerSteps) {
   EXPECT_EQ(eager.graphs, 0);
 }
 
+// Steps of three new tokens per sequence with logits for all three (a verify of two drafts), replayed
+// from graphs: every row's greedy token equals the eager step's. The inputs are teacher-forced (each
+// step appends three fixed tokens), so both runs schedule exactly the same steps.
+std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graphs, int64_t* num_graphs,
+                                                   int64_t* num_replays) {
+  auto loaded = model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/llama", ops);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  if (!loaded.ok()) return {};
+  std::unique_ptr<model::Model> model = std::move(loaded).value();
+  runner::RunnerConfig rc;
+  rc.block_size = 16;
+  rc.num_blocks = 32;
+  rc.max_num_seqs = 4;
+  rc.max_num_tokens = 64;
+  rc.max_model_len = 128;
+  rc.cuda_graphs = graphs;
+  runner::ModelRunner runner(*model, ops, rc, std::make_unique<HostSampler>());
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const int32_t rows_per_seq[] = {0, 1, 2};
+  std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300, 301, 12}, {200, 201, 202, 203}};
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  for (int32_t i = 0; i < 3; ++i) tables.push_back({{30 - i, 20 - i, 10 - i, 3 - i}});
+  std::vector<std::vector<int32_t>> picked_tokens(3);
+  std::vector<int32_t> computed(3, 0);
+  for (int32_t step = 0; step < 6; ++step) {
+    std::vector<runner::SeqStep> steps;
+    std::vector<sample::RowSampling> rows;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (step > 0)
+        for (int32_t j = 0; j < 3; ++j) tokens[i].push_back(int32_t(100 + 17 * step + 5 * j + int32_t(i)));
+      runner::SeqStep s{tokens[i], computed[i], int32_t(tokens[i].size()) - computed[i], tables[i]};
+      if (step > 0) s.logit_rows = rows_per_seq;
+      else s.wants_logits = true;
+      steps.push_back(s);
+      for (int32_t j = 0; j < (step > 0 ? 3 : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
+    }
+    std::vector<int32_t> next;
+    if (graphs) {
+      auto picked = runner.step_and_sample(steps, rows);
+      EXPECT_TRUE(picked.ok()) << picked.status().to_string();
+      if (!picked.ok()) return {};
+      for (const auto& p : *picked) next.push_back(p.token);
+    } else {
+      auto logits = runner.step(steps);
+      EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+      if (!logits.ok()) return {};
+      const size_t vocab = size_t(runner.vocab_size());
+      for (size_t r = 0; r < rows.size(); ++r)
+        next.push_back(sample::argmax(std::span<const float>(logits->data() + r * vocab, vocab)));
+    }
+    size_t r = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      computed[i] = int32_t(tokens[i].size());
+      for (int32_t j = 0; j < (step > 0 ? 3 : 1); ++j) picked_tokens[i].push_back(next[r++]);
+    }
+  }
+  *num_graphs = runner.num_graphs();
+  *num_replays = runner.num_graph_replays();
+  return picked_tokens;
+}
+
+TEST(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) {
+  RecordingOps recording;
+  int64_t graphs = 0, replays = 0, eager_graphs = 0, eager_replays = 0;
+  const auto with_graphs = run_verify_steps(recording, true, &graphs, &replays);
+  auto cpu = backend::make_cpu_ops();
+  const auto eager = run_verify_steps(*cpu, false, &eager_graphs, &eager_replays);
+  ASSERT_EQ(with_graphs.size(), 3u);
+  EXPECT_EQ(with_graphs, eager);
+  EXPECT_EQ(with_graphs[0].size(), 1u + 5 * 3);
+  // Bucket 4 (three sequences and one padding row), three tokens and three logits each; the longest
+  // sequence holds 8, 11, 14 tokens in steps 1-3 (tables one block wide) and 17, 20 in steps 4-5 (two):
+  // two graphs, each captured once and replayed after.
+  EXPECT_EQ(recording.captures, 2);
+  EXPECT_EQ(graphs, 2);
+  EXPECT_EQ(replays, 3);
+  EXPECT_EQ(eager_graphs, 0);
+}
+
 }  // namespace
 }  // namespace drift::testing

@@ -52,15 +52,15 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 # One ninja run for everything (-k 0: a target that fails, such as drift without cpp-httplib, does not
 # stop the others).
-ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test drift_bench_decode drift \
+ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test cli_test drift_bench_decode drift \
   >>"$OUT/build.log" 2>&1
 build_rc=$?
 echo "build rc=$build_rc after $((SECONDS - t_start)) s"
 [ $build_rc -ne 0 ] && grep -E "error|FAILED" "$OUT/build.log" | head -30
 
-ops_rc=skip models_rc=skip engine_rc=skip generate=skip bench_rc=skip
+ops_rc=skip models_rc=skip engine_rc=skip cli_rc=skip generate=skip bench_rc=skip
 if [ "$MODE" = all ] || [ "$MODE" = test ]; then
-  for t in ops/cuda_ops_test models/cuda_models_test ops/cuda_engine_test; do
+  for t in ops/cuda_ops_test models/cuda_models_test ops/cuda_engine_test cli/cli_test; do
     name=$(basename "$t")
     [ -x "$BUILD/tests/$t" ] || continue
     timeout 120 "$BUILD/tests/$t" >"$OUT/$name.log" 2>&1
@@ -69,6 +69,7 @@ if [ "$MODE" = all ] || [ "$MODE" = test ]; then
       cuda_ops_test) ops_rc=$rc ;;
       cuda_models_test) models_rc=$rc ;;
       cuda_engine_test) engine_rc=$rc ;;
+      cli_test) cli_rc=$rc ;;
     esac
   done
   echo "tests done after $((SECONDS - t_start)) s"
@@ -115,7 +116,7 @@ summary() {  # log -> "passed N, failed M: names"
 }
 echo
 echo "== failures (first lines) =="
-grep -hA4 "Failure$" "$OUT"/cuda_*_test.log 2>/dev/null | head -50
+grep -hA4 "Failure$" "$OUT"/cuda_*_test.log "$OUT"/cli_test.log 2>/dev/null | head -50
 grep -hE "check failed|CUDA error|illegal|cuda_call_failed" "$OUT"/*.log 2>/dev/null | head -5
 echo "== golden logit errors, engine and sampler notes =="
 grep -h "max error" "$OUT/cuda_models_test.log" 2>/dev/null | head -8
@@ -127,6 +128,7 @@ echo "build: rc=$build_rc"
 echo "cuda_ops_test (rc=$ops_rc): $(summary "$OUT/cuda_ops_test.log")"
 echo "cuda_models_test (rc=$models_rc): $(summary "$OUT/cuda_models_test.log")"
 echo "cuda_engine_test (rc=$engine_rc): $(summary "$OUT/cuda_engine_test.log")"
+echo "cli_test (rc=$cli_rc): $(summary "$OUT/cli_test.log")"
 echo "drift generate cuda vs cpu: $generate"
 echo "bench (rc=$bench_rc):"
 if [ -f "$OUT/bench.md" ]; then cat "$OUT/bench.md"; else tail -15 "$OUT/bench.log" 2>/dev/null; fi

@@ -24,11 +24,12 @@ struct SeqKeys {
   int32_t mask_words = 0, window = 0;
 
   bool visible(int32_t q_row, int32_t q_pos, int32_t pos) const {
+    const bool in_window = window <= 0 || pos > q_pos - window;
     if (mask != nullptr && pos >= tree_start) {
       const int32_t j = pos - tree_start;
-      if (j < 32 * mask_words) return (mask[int64_t(q_row) * mask_words + j / 32] >> (j % 32)) & 1u;
+      if (j < 32 * mask_words) return in_window && ((mask[int64_t(q_row) * mask_words + j / 32] >> (j % 32)) & 1u);
     }
-    return pos <= q_pos && (window <= 0 || pos > q_pos - window);
+    return pos <= q_pos && in_window;
   }
 
   // Calls f(position, slot) for each key query row `q_row` (at q_pos) sees, in ascending position.

@@ -58,12 +58,13 @@ __device__ __forceinline__ int slot_position(const AttentionParams& p, const Seq
 // Whether the query of row `token` at q_pos sees cache position `pos`.
 __device__ __forceinline__ bool key_visible(const AttentionParams& p, const SeqKeys& k, int token, int q_pos, int pos) {
   if (pos >= k.context_len) return false;
+  const bool in_window = p.sliding_window <= 0 || pos > q_pos - p.sliding_window;
   if (k.mask != nullptr && pos >= k.tree_start) {
     const int j = pos - k.tree_start;
     if (j < 32 * p.mask_words)
-      return (k.mask[int64_t(token - k.q_begin) * p.mask_words + j / 32] >> (j % 32)) & 1u;
+      return in_window && ((k.mask[int64_t(token - k.q_begin) * p.mask_words + j / 32] >> (j % 32)) & 1u);
   }
-  return pos <= q_pos && (p.sliding_window <= 0 || pos > q_pos - p.sliding_window);
+  return pos <= q_pos && in_window;
 }
 
 // Slots [first, end) that may hold a key some query in [q_lo, q_hi] (positions) sees. Without a mask or a

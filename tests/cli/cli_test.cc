@@ -1,0 +1,131 @@
+// `drift` as a new user runs it. A model a backend cannot run (DeepSeek's latent attention on CUDA, an
+// FP8 KV cache on the CPU) is refused before loading with a message that names what is missing and exit
+// code 1, never a crash trace. Speculation and the KV dtype are options of every engine command; inspect
+// and perplexity use the public API (drift/model_info.h, drift/perplexity.h).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "drift/model_info.h"
+#include "drift/perplexity.h"
+#ifdef DRIFT_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
+
+namespace drift::testing {
+namespace {
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+CommandRun drift(const std::string& args) {
+  const std::string command = std::string(DRIFT_BINARY) + " " + args + " 2>&1";
+  CommandRun r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string fixture(const std::string& name) { return std::string(DRIFT_FIXTURES_DIR) + "/models/" + name; }
+
+void expect_clean_failure(const CommandRun& r) {
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("drift: "), std::string::npos) << r.out;
+  for (const char* crash : {"fatal signal", "std::terminate", "check failed", "Aborted", "last engine events"})
+    EXPECT_EQ(r.out.find(crash), std::string::npos) << crash << " in: " << r.out;
+}
+
+bool have_gpu() {
+#ifdef DRIFT_HAVE_CUDA
+  return backend::cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+TEST(Cli, UnsupportedModelOnCudaIsANamedErrorNotATrace) {
+  const CommandRun r = drift("generate -m " + fixture("deepseek_v2") + " --device cuda -p hello -n 2");
+  expect_clean_failure(r);
+  if (have_gpu()) {
+    EXPECT_NE(r.out.find("DeepseekV2ForCausalLM cannot run on the cuda backend: layer 0 (attention)"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("multi-head latent attention"), std::string::npos) << r.out;
+  } else {
+    // Without a GPU the backend itself is what is missing, and the message says so.
+    EXPECT_TRUE(r.out.find("CUDA device 0 is not available") != std::string::npos ||
+                r.out.find("no CUDA backend") != std::string::npos)
+        << r.out;
+  }
+}
+
+TEST(Cli, KvCacheDtypeTheCpuCannotStoreIsRefused) {
+  const CommandRun r = drift("generate -m " + fixture("llama") + " --kv-cache-dtype fp8 -p hello -n 2");
+  expect_clean_failure(r);
+  EXPECT_NE(r.out.find("LlamaForCausalLM cannot run on the cpu backend"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("F8_E4M3"), std::string::npos) << r.out;
+  const CommandRun bf16 = drift("generate -m " + fixture("llama") + " --kv-cache-dtype bf16 -p hello -n 3 --ignore-eos");
+  EXPECT_EQ(bf16.exit_code, 0) << bf16.out;
+}
+
+TEST(Cli, NgramSpeculationKeepsTheGreedyOutput) {
+  const std::string args = "generate -p \"The package provides the following files: the package provides\" -n 40 "
+                           "--output json";
+  const CommandRun plain = drift(args);
+  const CommandRun spec = drift(args + " --speculative ngram --spec-tokens 5");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(spec.exit_code, 0) << spec.out;
+  const auto ids = [](const std::string& out) {
+    const size_t at = out.find("\"generated_token_ids\"");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find(']', at) - at);
+  };
+  EXPECT_FALSE(ids(plain.out).empty());
+  EXPECT_EQ(ids(spec.out), ids(plain.out));
+  EXPECT_NE(spec.out.find("drafts accepted"), std::string::npos) << spec.out;
+}
+
+TEST(PublicApi, InspectReportsTheKvGroupsOfTheLayerPlan) {
+  auto info = inspect_model(fixture("gpt_oss"));
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  ASSERT_EQ(info->kv_groups.size(), 2u);
+  EXPECT_EQ(info->kv_groups[0].name, "sliding");
+  EXPECT_EQ(info->kv_groups[0].sliding_window, 8);
+  EXPECT_EQ(info->kv_groups[1].name, "full");
+  EXPECT_EQ(info->kv_bytes_per_token, info->kv_groups[0].bytes_per_token + info->kv_groups[1].bytes_per_token);
+  EXPECT_FALSE(inspect_model(fixture("gpt_oss"), "int3").ok());
+  const CommandRun r = drift("inspect -m " + fixture("gpt_oss"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("kv group       sliding"), std::string::npos) << r.out;
+}
+
+TEST(PublicApi, PerplexityOfTheCommandEqualsTheLibrarys) {
+  const std::string text = "A dictionary is a list of words. The package provides the following files.";
+  PerplexityConfig config;
+  config.model_dir = fixture("llama");
+  config.context = 16;
+  auto result = measure_perplexity(config, text);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(result->num_scored, result->num_tokens - 1);
+  EXPECT_GT(result->bits_per_byte(), 0.0);
+  const std::string path = ::testing::TempDir() + "/drift_perplexity.txt";
+  std::ofstream(path) << text;
+  const CommandRun r = drift("perplexity -m " + fixture("llama") + " --context 16 -f " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "bits per byte  %.6f", result->bits_per_byte());
+  EXPECT_NE(r.out.find(expected), std::string::npos) << expected << " in " << r.out;
+  EXPECT_FALSE(measure_perplexity(config, "").ok());
+}
+
+}  // namespace
+}  // namespace drift::testing

@@ -1,0 +1,53 @@
+// A paged-attention step described by what it means (sequences with chains, draft trees given by parent
+// links, block-table views given by the logical blocks they list) and built into the inputs the op takes
+// (scattered blocks, packed tree masks, compacted view tables), with a brute-force reference computed
+// from the description alone. Cache slots no query may read hold NaN, so reading one shows up.
+// Shared by the CPU rule tests (tests/unit/attention) and the CUDA-vs-CPU tests (tests/ops).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace drift::testing {
+
+struct KeySeq {
+  int32_t context_len = 0;       // tokens in KV after the step
+  int32_t num_new = 0;           // the last num_new of them are this step's queries
+  std::vector<int32_t> parents;  // a draft tree: each new token's parent among the new tokens (-1: the root's
+                                 // parent is the last context token); empty: a chain
+  std::vector<int32_t> view;     // logical blocks an attention view lists (ascending); empty: every block
+};
+
+struct KeyCase {
+  std::string name;
+  int64_t head_dim = 64, num_heads = 8, num_kv_heads = 2, block_size = 16;
+  std::vector<KeySeq> seqs;
+  int32_t sliding_window = 0;
+  bool sinks = false;
+  bool explicit_positions = true;  // pass q_positions (always for trees)
+};
+
+// The op's inputs, on the host. Shapes as PagedAttentionParams documents them.
+struct KeyInputs {
+  int64_t num_tokens = 0, num_seqs = 0, num_blocks = 0, width = 0, mask_words = 0;
+  std::vector<float> q, k_cache, v_cache, sinks;       // q: [T, H, D]; caches: [blocks, bs, Hk, D]; sinks: [H]
+  std::vector<int32_t> block_tables, query_start, context_lens, q_positions;
+  std::vector<uint32_t> tree_mask;                     // [T, mask_words], empty without trees
+  std::vector<int32_t> block_positions, view_blocks;   // empty without views
+  float scale = 1.0f;
+  std::vector<std::vector<int32_t>> full_tables;       // every logical block of each sequence (the reference's)
+};
+
+// A random draft tree of n tokens (each parent earlier than its child), from `seed`.
+std::vector<int32_t> random_tree(int32_t n, uint64_t seed);
+// The cases both test files run: chains with explicit positions, trees of one and two mask words mixed
+// with chains, windows and sinks, views for decode, chains and trees.
+std::vector<KeyCase> key_cases();
+
+KeyInputs build_inputs(const KeyCase& c, std::mt19937_64& rng);
+// out [T, H, D] from the description: keys by the rules (window, tree ancestors, view), exact softmax.
+std::vector<float> reference_attention(const KeyCase& c, const KeyInputs& in);
+
+}  // namespace drift::testing
