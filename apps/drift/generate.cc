@@ -47,6 +47,16 @@ nlohmann::ordered_json to_json(const Collected& c) {
   return j;
 }
 
+// How speculation did, when it ran: drafts accepted and tokens per verify step.
+void print_speculation(const EngineMetrics& m) {
+  if (m.spec_decode_num_drafts == 0) return;
+  const double drafted = double(std::max<int64_t>(m.spec_decode_num_draft_tokens, 1));
+  std::fprintf(stderr, "drift: speculative: %ld verify steps, %ld of %ld drafts accepted (%.0f%%), %.2f tokens per step\n",
+               long(m.spec_decode_num_drafts), long(m.spec_decode_num_accepted_tokens),
+               long(m.spec_decode_num_draft_tokens), 100.0 * double(m.spec_decode_num_accepted_tokens) / drafted,
+               1.0 + double(m.spec_decode_num_accepted_tokens) / double(m.spec_decode_num_drafts));
+}
+
 void run_generate(GenerateOptions& o) {
   std::vector<std::string> prompts;
   if (!o.batch_file.empty()) {
@@ -120,13 +130,7 @@ void run_generate(GenerateOptions& o) {
   std::fflush(stdout);
   std::fprintf(stderr, "drift: %zu tokens in %.2f s (%.1f tokens/s) over %zu request%s\n", total_tokens, seconds,
                total_tokens / std::max(seconds, 1e-9), prompts.size(), prompts.size() == 1 ? "" : "s");
-  const EngineMetrics m = (*engine)->metrics();
-  if (m.spec_decode_num_drafts > 0)
-    std::fprintf(stderr, "drift: speculative: %ld verify steps, %ld of %ld drafts accepted (%.0f%%), %.2f tokens per step\n",
-                 long(m.spec_decode_num_drafts), long(m.spec_decode_num_accepted_tokens),
-                 long(m.spec_decode_num_draft_tokens),
-                 100.0 * double(m.spec_decode_num_accepted_tokens) / double(std::max<int64_t>(m.spec_decode_num_draft_tokens, 1)),
-                 1.0 + double(m.spec_decode_num_accepted_tokens) / double(m.spec_decode_num_drafts));
+  print_speculation((*engine)->metrics());
   (*engine)->shutdown();
 }
 

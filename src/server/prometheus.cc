@@ -38,6 +38,11 @@ class Exposition {
     family(name, help, "counter");
     for (const auto& [label_value, v] : values) sample(name, fmt::format("{},{}=\"{}\"", labels_, label, label_value), double(v));
   }
+  // One sample per index of `values`, labelled position="0", "1", ...
+  void position_counter(const char* name, const char* help, const std::vector<int64_t>& values) {
+    family(name, help, "counter");
+    for (size_t i = 0; i < values.size(); ++i) sample(name, fmt::format("{},position=\"{}\"", labels_, i), double(values[i]));
+  }
   // Prometheus buckets are cumulative; EngineMetrics keeps per-bucket counts.
   void histogram(const char* name, const char* help, const Histogram& h) {
     family(name, help, "histogram");
@@ -94,6 +99,14 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
   e.histogram("drift:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.time_per_output_token_s);
   e.histogram("drift:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e_request_latency_s);
   e.histogram("drift:iteration_tokens_total", "Histogram of number of tokens per engine step.", m.tokens_per_step);
+  e.counter("drift:spec_decode_num_drafts_total", "Verify steps that carried drafted tokens.",
+            double(m.spec_decode_num_drafts));
+  e.counter("drift:spec_decode_num_draft_tokens_total", "Drafted tokens scored by the model.",
+            double(m.spec_decode_num_draft_tokens));
+  e.counter("drift:spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.",
+            double(m.spec_decode_num_accepted_tokens));
+  e.position_counter("drift:spec_decode_num_accepted_tokens_per_pos_total", "Drafted tokens accepted, by position in the draft.",
+                     m.spec_decode_num_accepted_tokens_per_pos);
   return e.take();
 }
 

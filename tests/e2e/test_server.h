@@ -32,6 +32,7 @@ struct TestServerOptions {
   std::string api_key;
   int32_t max_num_seqs = 64;
   int32_t max_waiting_requests = 4096;
+  SpeculativeConfig speculative;
 };
 
 class TestServer {

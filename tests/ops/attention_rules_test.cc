@@ -28,42 +28,27 @@ class AttentionRulesTest : public CudaOpsTest, public ::testing::WithParamInterf
     auto ints = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
       return gpu ? gpu_i32(v, shape) : cpu_i32(v, shape);
     };
-    auto q = floats(in.q, {t, h, d});
-    auto k = floats(in.k_cache, {in.num_blocks, c.block_size, hk, d});
-    auto v = floats(in.v_cache, {in.num_blocks, c.block_size, hk, d});
-    auto tables = ints(in.block_tables, {in.num_seqs, in.width});
-    auto starts = ints(in.query_start, {in.num_seqs + 1});
-    auto lens = ints(in.context_lens, {in.num_seqs});
-    auto positions = ints(in.q_positions, {t});
-    backend::Buffer mask, block_positions, view_blocks;
+    KeyBuffers b;
+    b.q = floats(in.q, {t, h, d});
+    b.k_cache = floats(in.k_cache, {in.num_blocks, c.block_size, hk, d});
+    b.v_cache = floats(in.v_cache, {in.num_blocks, c.block_size, hk, d});
+    b.block_tables = ints(in.block_tables, {in.num_seqs, in.width});
+    b.query_start = ints(in.query_start, {in.num_seqs + 1});
+    b.context_lens = ints(in.context_lens, {in.num_seqs});
+    b.q_positions = ints(in.q_positions, {t});
     if (in.mask_words > 0) {
-      std::vector<int32_t> bits(in.tree_mask.begin(), in.tree_mask.end());
-      mask = ints(bits, {t, in.mask_words});
-      mask.view.dtype = DType::kU32;
+      b.tree_mask = ints(std::vector<int32_t>(in.tree_mask.begin(), in.tree_mask.end()), {t, in.mask_words});
+      b.tree_mask.view.dtype = DType::kU32;
     }
     if (!in.view_blocks.empty()) {
-      block_positions = ints(in.block_positions, {in.num_seqs, in.width});
-      view_blocks = ints(in.view_blocks, {in.num_seqs});
+      b.block_positions = ints(in.block_positions, {in.num_seqs, in.width});
+      b.view_blocks = ints(in.view_blocks, {in.num_seqs});
     }
-    auto sinks = gpu ? gpu_f32(in.sinks, {h}) : cpu_f32(in.sinks, {h});
-    auto out = gpu ? gpu_poisoned(DType::kBF16, {t, h, d}) : ops.alloc(DType::kF32, {t, h, d});
-    backend::PagedAttentionParams p;
-    p.q = q.view;
-    p.k_cache = k.view;
-    p.v_cache = v.view;
-    p.out = out.view;
-    p.block_tables = tables.view;
-    p.query_start = starts.view;
-    p.context_lens = lens.view;
-    if (c.explicit_positions || in.mask_words > 0) p.q_positions = positions.view;
-    p.tree_mask = mask.view;
-    p.block_positions = block_positions.view;
-    p.view_blocks = view_blocks.view;
-    if (c.sinks) p.sinks = sinks.view;
-    p.scale = in.scale;
-    p.sliding_window = c.sliding_window;
+    b.sinks = gpu ? gpu_f32(in.sinks, {h}) : cpu_f32(in.sinks, {h});
+    b.out = gpu ? gpu_poisoned(DType::kBF16, {t, h, d}) : ops.alloc(DType::kF32, {t, h, d});
+    const backend::PagedAttentionParams p = b.params(c, in);
     ops.paged_attention(p);
-    return gpu ? read_gpu(out.view) : read_cpu(out.view);
+    return gpu ? read_gpu(b.out.view) : read_cpu(b.out.view);
   }
 };
 

@@ -177,6 +177,27 @@ KeyInputs build_inputs(const KeyCase& c, std::mt19937_64& rng) {
   return in;
 }
 
+backend::PagedAttentionParams KeyBuffers::params(const KeyCase& c, const KeyInputs& in) const {
+  backend::PagedAttentionParams p;
+  p.q = q.view;
+  p.k_cache = k_cache.view;
+  p.v_cache = v_cache.view;
+  p.out = out.view;
+  p.block_tables = block_tables.view;
+  p.query_start = query_start.view;
+  p.context_lens = context_lens.view;
+  if (c.explicit_positions || in.mask_words > 0) p.q_positions = q_positions.view;
+  if (in.mask_words > 0) p.tree_mask = tree_mask.view;
+  if (!in.view_blocks.empty()) {
+    p.block_positions = block_positions.view;
+    p.view_blocks = view_blocks.view;
+  }
+  if (c.sinks) p.sinks = sinks.view;
+  p.scale = in.scale;
+  p.sliding_window = c.sliding_window;
+  return p;
+}
+
 std::vector<float> reference_attention(const KeyCase& c, const KeyInputs& in) {
   const int64_t h_count = c.num_heads, d = c.head_dim, bs = c.block_size, group = c.num_heads / c.num_kv_heads;
   const int64_t row = c.num_kv_heads * d;

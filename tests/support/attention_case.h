@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops.h"
+
 namespace drift::testing {
 
 struct KeySeq {
@@ -47,6 +49,14 @@ std::vector<int32_t> random_tree(int32_t n, uint64_t seed);
 std::vector<KeyCase> key_cases();
 
 KeyInputs build_inputs(const KeyCase& c, std::mt19937_64& rng);
+
+// The inputs placed on a backend (each test uploads them its own way: fp32 on the CPU, bf16 on the GPU).
+struct KeyBuffers {
+  backend::Buffer q, k_cache, v_cache, out, block_tables, query_start, context_lens, q_positions, tree_mask,
+      block_positions, view_blocks, sinks;
+  // The op's parameters: optional inputs only where the case uses them.
+  backend::PagedAttentionParams params(const KeyCase& c, const KeyInputs& in) const;
+};
 // out [T, H, D] from the description: keys by the rules (window, tree ancestors, view), exact softmax.
 std::vector<float> reference_attention(const KeyCase& c, const KeyInputs& in);
 

@@ -316,7 +316,10 @@ void CudaOps::rope_write_kv(const Tensor& q, const Tensor& positions, const Rope
   cuda::run(rotary_params(q, kv.k, positions, rope), kv_write_params(kv), stream_);
 }
 
-void CudaOps::paged_attention(const PagedAttentionParams& p) {
+namespace {
+
+// Shape and dtype checks of paged_attention, then its kernel parameters (num_splits 1).
+cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
   check_dtype(p.q, DType::kBF16, "paged_attention q");
   check_dtype(p.k_cache, DType::kBF16, "paged_attention k_cache");
   DRIFT_CHECK(p.v_cache.defined(), "cuda paged_attention: a shared K=V latent cache (MLA) is not on this backend yet");
@@ -327,7 +330,6 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
   check_dtype(p.context_lens, DType::kI32, "paged_attention context_lens");
   const int32_t num_tokens = int32_t(p.q.size(0)), num_heads = int32_t(p.q.size(1)), head_dim = int32_t(p.q.size(2));
   const int32_t num_seqs = int32_t(p.context_lens.numel());
-  const int32_t num_kv_heads = int32_t(p.k_cache.size(2)), block_size = int32_t(p.k_cache.size(1));
   DRIFT_CHECK_EQ(p.k_cache.size(3), int64_t(head_dim));
   DRIFT_CHECK_EQ(p.v_cache.size(3), int64_t(head_dim));  // head_dim_v != head_dim: not on this backend yet
   DRIFT_CHECK_EQ(p.out.numel(), p.q.numel());
@@ -352,60 +354,66 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
     DRIFT_CHECK_EQ(p.block_positions.numel(), p.block_tables.numel());
     DRIFT_CHECK_EQ(p.view_blocks.numel(), int64_t(num_seqs));
   }
-  if (num_tokens == 0) return;
+  return {.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = bf16_ptr(p.v_cache), .out = bf16_mut(p.out),
+          .block_tables = i32_ptr(p.block_tables), .query_start = i32_ptr(p.query_start),
+          .context_lens = i32_ptr(p.context_lens),
+          .q_positions = p.q_positions.defined() ? i32_ptr(p.q_positions) : nullptr,
+          .tree_mask = p.tree_mask.defined() ? p.tree_mask.data_as<uint32_t>() : nullptr,
+          .block_positions = p.block_positions.defined() ? i32_ptr(p.block_positions) : nullptr,
+          .view_blocks = p.view_blocks.defined() ? i32_ptr(p.view_blocks) : nullptr,
+          .sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr,
+          .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : int64_t(num_heads) * head_dim,
+          .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
+          .num_kv_heads = int32_t(p.k_cache.size(2)), .head_dim = head_dim, .block_size = int32_t(p.k_cache.size(1)),
+          .max_blocks_per_seq = int32_t(p.block_tables.size(1)),
+          .mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0, .num_splits = 1, .scale = p.scale,
+          .sliding_window = p.sliding_window};
+}
 
-  cuda::AttentionParams a{.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = bf16_ptr(p.v_cache),
-                          .out = bf16_mut(p.out), .block_tables = i32_ptr(p.block_tables),
-                          .query_start = i32_ptr(p.query_start), .context_lens = i32_ptr(p.context_lens),
-                          .q_positions = p.q_positions.defined() ? i32_ptr(p.q_positions) : nullptr,
-                          .tree_mask = p.tree_mask.defined() ? p.tree_mask.data_as<uint32_t>() : nullptr,
-                          .block_positions = p.block_positions.defined() ? i32_ptr(p.block_positions) : nullptr,
-                          .view_blocks = p.view_blocks.defined() ? i32_ptr(p.view_blocks) : nullptr,
-                          .sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr,
-                          .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : int64_t(num_heads) * head_dim,
-                          .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
-                          .num_kv_heads = num_kv_heads, .head_dim = head_dim, .block_size = block_size,
-                          .max_blocks_per_seq = int32_t(p.block_tables.size(1)),
-                          .mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0, .num_splits = 1,
-                          .scale = p.scale,
-                          .sliding_window = p.sliding_window};
-  const bool decode_ok = cuda::decode_attention_supports(head_dim, num_heads, num_kv_heads);
-  const bool prefill_ok = cuda::prefill_attention_supports(head_dim, num_heads, num_kv_heads);
-  DRIFT_CHECK(decode_ok || prefill_ok, "cuda paged_attention: head_dim {} with {} heads over {} kv heads is not supported",
-              head_dim, num_heads, num_kv_heads);
-  // One new token per sequence (decode), or a shape only the per-token kernel covers: split-KV decoding.
-  if (decode_ok && (num_tokens == num_seqs || !prefill_ok)) {
-    // The split count whose waves of CTAs (`slots` resident at once) get through the longest possible
-    // context soonest, each CTA costing its keys plus one 64-key chunk of fixed work; ties go to fewer
-    // splits (less to merge). A whole number of waves matters: 512 CTAs on 396 slots (8B at 64
-    // sequences) run as two waves, the second a third full, where three splits run four full ones of a
-    // third of the keys. At least 32 keys per split, at most 64 splits, and no more partial results than
-    // the workspace holds. Only shapes decide: the launch stays capturable.
-    const int64_t ctas = int64_t(num_tokens) * num_kv_heads;
-    const int64_t slots = int64_t(num_sms_) * cuda::decode_attention_ctas_per_sm(head_dim, num_heads, num_kv_heads);
-    const int64_t max_keys = int64_t(a.max_blocks_per_seq) * block_size;
-    const int64_t per_split_floats = int64_t(num_tokens) * num_heads * (head_dim + 2);
-    int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, 64);
-    max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
-    int64_t splits = 1, best_cost = -1;
-    for (int64_t s = 1; s <= max_splits; ++s) {
-      const int64_t waves = (ctas * s + slots - 1) / slots;
-      const int64_t cost = waves * ((max_keys + s - 1) / s + 64);
-      if (best_cost < 0 || cost < best_cost) {
-        best_cost = cost;
-        splits = s;
-      }
+}  // namespace
+
+int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
+  // The split count whose waves of CTAs (`slots` resident at once) get through the longest possible
+  // context soonest, each CTA costing its keys plus one 64-key chunk of fixed work; ties go to fewer
+  // splits (less to merge). A whole number of waves matters: 512 CTAs on 396 slots (8B at 64
+  // sequences) run as two waves, the second a third full, where three splits run four full ones of a
+  // third of the keys. At least 32 keys per split, at most 64 splits, and no more partial results than
+  // the workspace holds. Only shapes decide: the launch stays capturable.
+  const int64_t ctas = int64_t(a.num_tokens) * a.num_kv_heads;
+  const int64_t slots = int64_t(num_sms_) * cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads, a.num_kv_heads);
+  const int64_t max_keys = int64_t(a.max_blocks_per_seq) * a.block_size;
+  const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim + 2);
+  int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, 64);
+  max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
+  int64_t splits = 1, best_cost = -1;
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    const int64_t waves = (ctas * s + slots - 1) / slots;
+    const int64_t cost = waves * ((max_keys + s - 1) / s + 64);
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      splits = s;
     }
-    a.num_splits = int32_t(splits);
-    if (a.num_splits > 1) {
-      a.partial_out = static_cast<float*>(attention_workspace_.get());
-      a.partial_lse = a.partial_out + int64_t(num_tokens) * num_heads * a.num_splits * head_dim;
-      if (ctas <= kMaxSplitCounters) a.split_counters = static_cast<int32_t*>(split_counters_.get());
-    }
-    cuda::run_decode_attention(a, stream_);
-    return;
   }
-  cuda::run_prefill_attention(a, stream_);
+  return int32_t(splits);
+}
+
+void CudaOps::paged_attention(const PagedAttentionParams& p) {
+  cuda::AttentionParams a = attention_params(p);
+  if (a.num_tokens == 0) return;
+  const bool decode_ok = cuda::decode_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
+  const bool prefill_ok = cuda::prefill_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
+  DRIFT_CHECK(decode_ok || prefill_ok, "cuda paged_attention: head_dim {} with {} heads over {} kv heads is not supported",
+              a.head_dim, a.num_heads, a.num_kv_heads);
+  // One new token per sequence (decode), or a shape only the per-token kernel covers: split-KV decoding.
+  if (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok)) return cuda::run_prefill_attention(a, stream_);
+  a.num_splits = decode_splits(a);
+  if (a.num_splits > 1) {
+    a.partial_out = static_cast<float*>(attention_workspace_.get());
+    a.partial_lse = a.partial_out + int64_t(a.num_tokens) * a.num_heads * a.num_splits * a.head_dim;
+    if (int64_t(a.num_tokens) * a.num_kv_heads <= kMaxSplitCounters)
+      a.split_counters = static_cast<int32_t*>(split_counters_.get());
+  }
+  cuda::run_decode_attention(a, stream_);
 }
 
 void CudaOps::concat(const Tensor& a, const Tensor& b, const Tensor& out) {

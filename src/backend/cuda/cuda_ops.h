@@ -15,6 +15,7 @@ namespace drift::backend {
 
 namespace cuda {
 class CublasLt;
+struct AttentionParams;
 }
 
 struct CudaOptions {
@@ -95,6 +96,9 @@ class CudaOps final : public Ops {
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
 
  private:
+  // Split-KV factor of the decode attention kernel for this step's shapes.
+  int32_t decode_splits(const cuda::AttentionParams& a) const;
+
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
   int num_sms_ = 0;

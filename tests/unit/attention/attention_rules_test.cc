@@ -36,41 +36,26 @@ std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
 std::vector<float> run_cpu(const KeyCase& c, const KeyInputs& in, DType cache_dtype = DType::kF32) {
   auto ops = backend::make_cpu_ops();
   const int64_t t = in.num_tokens, h = c.num_heads, d = c.head_dim, hk = c.num_kv_heads;
-  auto q = upload(*ops, DType::kF32, in.q, {t, h, d});
+  KeyBuffers b;
+  b.q = upload(*ops, DType::kF32, in.q, {t, h, d});
   const std::initializer_list<int64_t> cache_shape{in.num_blocks, c.block_size, hk, d};
-  backend::Buffer k = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.k_cache), cache_shape)
-                                                  : upload(*ops, DType::kF32, in.k_cache, cache_shape);
-  backend::Buffer v = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.v_cache), cache_shape)
-                                                  : upload(*ops, DType::kF32, in.v_cache, cache_shape);
-  auto tables = upload(*ops, DType::kI32, in.block_tables, {in.num_seqs, in.width});
-  auto starts = upload(*ops, DType::kI32, in.query_start, {in.num_seqs + 1});
-  auto lens = upload(*ops, DType::kI32, in.context_lens, {in.num_seqs});
-  auto positions = upload(*ops, DType::kI32, in.q_positions, {t});
-  auto mask = upload(*ops, DType::kU32, in.tree_mask, {t, std::max<int64_t>(in.mask_words, 1)});
-  auto block_positions = upload(*ops, DType::kI32, in.block_positions, {in.num_seqs, in.width});
-  auto view_blocks = upload(*ops, DType::kI32, in.view_blocks, {in.num_seqs});
-  auto sinks = upload(*ops, DType::kF32, in.sinks, {h});
-  auto out = ops->alloc(DType::kF32, {t, h, d});
-  std::fill_n(out.view.data_as<float>(), out.view.numel(), NAN);
-  backend::PagedAttentionParams p;
-  p.q = q.view;
-  p.k_cache = k.view;
-  p.v_cache = v.view;
-  p.out = out.view;
-  p.block_tables = tables.view;
-  p.query_start = starts.view;
-  p.context_lens = lens.view;
-  if (c.explicit_positions || in.mask_words > 0) p.q_positions = positions.view;
-  if (in.mask_words > 0) p.tree_mask = mask.view;
-  if (!in.view_blocks.empty()) {
-    p.block_positions = block_positions.view;
-    p.view_blocks = view_blocks.view;
-  }
-  if (c.sinks) p.sinks = sinks.view;
-  p.scale = in.scale;
-  p.sliding_window = c.sliding_window;
+  b.k_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.k_cache), cache_shape)
+                                          : upload(*ops, DType::kF32, in.k_cache, cache_shape);
+  b.v_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.v_cache), cache_shape)
+                                          : upload(*ops, DType::kF32, in.v_cache, cache_shape);
+  b.block_tables = upload(*ops, DType::kI32, in.block_tables, {in.num_seqs, in.width});
+  b.query_start = upload(*ops, DType::kI32, in.query_start, {in.num_seqs + 1});
+  b.context_lens = upload(*ops, DType::kI32, in.context_lens, {in.num_seqs});
+  b.q_positions = upload(*ops, DType::kI32, in.q_positions, {t});
+  b.tree_mask = upload(*ops, DType::kU32, in.tree_mask, {t, std::max<int64_t>(in.mask_words, 1)});
+  b.block_positions = upload(*ops, DType::kI32, in.block_positions, {in.num_seqs, in.width});
+  b.view_blocks = upload(*ops, DType::kI32, in.view_blocks, {in.num_seqs});
+  b.sinks = upload(*ops, DType::kF32, in.sinks, {h});
+  b.out = ops->alloc(DType::kF32, {t, h, d});
+  std::fill_n(b.out.view.data_as<float>(), b.out.view.numel(), NAN);
+  const backend::PagedAttentionParams p = b.params(c, in);
   ops->paged_attention(p);
-  return std::vector<float>(out.view.data_as<float>(), out.view.data_as<float>() + out.view.numel());
+  return std::vector<float>(b.out.view.data_as<float>(), b.out.view.data_as<float>() + b.out.view.numel());
 }
 
 double max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {

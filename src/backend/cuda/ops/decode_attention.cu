@@ -112,6 +112,38 @@ __device__ __forceinline__ void load_query(const AttentionParams& p, int token, 
   }
 }
 
+// One key's scores for every head of the group: this thread's 8 dimensions of K (in shared memory)
+// against q, summed over the key's lanes; -inf where the query does not see the key.
+template <int kDim, int kGroup>
+__device__ __forceinline__ void score_key(const uint8_t* k_piece, const float (&q)[kGroup][8], bool seen, int dim_lane,
+                                          int k_idx, float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk]) {
+  float kf[8];
+  bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece), kf);
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) dot = fmaf(q[g][j], kf[j], dot);
+    dot = group_sum<DecodeShape<kDim, kGroup>::kLanesPerKey>(dot);
+    if (dim_lane == 0) scores[g][k_idx] = seen ? dot : -INFINITY;
+  }
+}
+
+// acc += weight x V for one key and every head of the group (this thread's 8 dimensions of V).
+template <int kDim, int kGroup>
+__device__ __forceinline__ void accumulate_value(const uint8_t* v_piece,
+                                                 const float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk],
+                                                 int k_idx, float (&acc)[kGroup][8]) {
+  float vf[8];
+  bf16x8_to_float(*reinterpret_cast<const uint4*>(v_piece), vf);
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    const float w = scores[g][k_idx];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(w, vf[j], acc[g][j]);
+  }
+}
+
 // Online softmax over one chunk's scores, one warp per head: the scores become weights in place,
 // alpha_s[g] the factor the head's accumulator must be scaled by.
 template <int kDim, int kGroup>
@@ -281,18 +313,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     }
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
-      float kf[8];
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps)), kf);
       const int k_idx = ps * kKeysPerPass + key_lane;
-      const bool in_range = chunk0 + k_idx < end && visible(chunk0 + k_idx);
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) dot = fmaf(q[g][j], kf[j], dot);
-        dot = group_sum<S::kLanesPerKey>(dot);
-        if (dim_lane == 0) scores[g][k_idx] = in_range ? dot : -INFINITY;
-      }
+      const bool seen = chunk0 + k_idx < end && visible(chunk0 + k_idx);
+      score_key<kDim, kGroup>(k_piece(stage, ps), q, seen, dim_lane, k_idx, scores);
     }
     __syncthreads();
     softmax_chunk<kDim, kGroup>(scores, alpha_s, run_max, run_sum);
@@ -308,15 +331,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
       const int k_idx = ps * kKeysPerPass + key_lane;
-      if (chunk0 + k_idx >= end) continue;
-      float vf[8];
-      bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece(stage, ps) + kChunk * kDim * 2), vf);
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const float w = scores[g][k_idx];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(w, vf[j], acc[g][j]);
-      }
+      if (chunk0 + k_idx < end) accumulate_value<kDim, kGroup>(k_piece(stage, ps) + kChunk * kDim * 2, scores, k_idx, acc);
     }
     __syncthreads();  // scores and alpha_s are rewritten by the next chunk
   }

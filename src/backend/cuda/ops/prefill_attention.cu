@@ -102,7 +102,7 @@ __device__ __forceinline__ void softmax_tile(const AttentionParams& p, const Seq
       if constexpr (kGeneral) {
         seen = r.valid && key < keys.num_slots && key_visible(p, keys, r.token, r.q_pos, slot_position(p, keys, key));
       } else {
-        seen = r.valid && key <= r.q_pos && key >= q_lo;
+        seen = key <= r.q_pos && key >= q_lo;  // an invalid row's q_pos is -1: it sees nothing
       }
       if (!seen) v = -INFINITY;
       s[j][2 * i + c] = v;
