@@ -16,20 +16,9 @@ mkdir -p "$OUT"
 MODE=${1:-all}
 [ $# -gt 0 ] && shift
 BUILD=build-gpu
-SYSROOT=/tmp/drift-sysroot
-LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu
 BENCH_DEADLINE=${BENCH_DEADLINE:-315}
 t_start=$SECONDS
-
-# Dependencies: unpacked, never installed into / (that could shadow the image's own libraries).
-if [ ! -d "$SYSROOT" ]; then
-  for f in .debs/*.deb; do dpkg -x "$f" "$SYSROOT" || { echo "cannot unpack $f"; exit 1; }; done
-fi
-export LD_LIBRARY_PATH=$LIBDIR:$LIBDIR/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PKG_CONFIG_SYSROOT_DIR=$SYSROOT
-export PKG_CONFIG_LIBDIR=$LIBDIR/pkgconfig:$LIBDIR/openblas-pthread/pkgconfig:$SYSROOT/usr/share/pkgconfig
-PKGCONF=$(command -v pkg-config || echo "$SYSROOT/usr/bin/pkgconf")
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+. tools/gpu/setup.sh
 
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem --format=csv
@@ -39,17 +28,8 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   echo "pkg-config: $PKGCONF; cores: $(nproc)"
 } 2>&1 | tee "$OUT/build.log"
 
-if [ ! -f "$BUILD/build.ninja" ]; then
-  # cpp-httplib (the server, hence the drift binary) when its packages came along; otherwise a stand-in
-  # target lets the project configure and only the drift binary is left out.
-  STUB=()
-  "$PKGCONF" --exists cpp-httplib || STUB=(-DCMAKE_PROJECT_INCLUDE="$PWD/tools/gpu/stub_httplib.cmake")
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_CUDA_COMPILER="$NVCC" -DDRIFT_CUDA=ON -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON \
-    -DCMAKE_PREFIX_PATH="$SYSROOT/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${STUB[@]}" >/tmp/drift-configure.log 2>&1 ||
-    { echo "configure failed:"; cat /tmp/drift-configure.log >>"$OUT/build.log"; tail -40 /tmp/drift-configure.log; exit 1; }
-  grep -E "drift:|HTTPLIB|cpp-httplib" /tmp/drift-configure.log >>"$OUT/build.log"
-fi
+configure_build . "$BUILD" -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON || exit 1
+grep -E "drift:|HTTPLIB|cpp-httplib" /tmp/drift-configure.log >>"$OUT/build.log" 2>/dev/null
 # One ninja run for everything (-k 0: a target that fails, such as drift without cpp-httplib, does not
 # stop the others).
 ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test cli_test drift_bench_decode drift \

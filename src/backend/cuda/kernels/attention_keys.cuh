@@ -32,15 +32,24 @@ __device__ __forceinline__ int find_sequence(const AttentionParams& p, int token
   return lo;
 }
 
+// kGeneral false: the step has neither a tree mask nor a view, and the keys say so at compile time.
+template <bool kGeneral>
 __device__ __forceinline__ SeqKeys seq_keys(const AttentionParams& p, int seq) {
   SeqKeys k;
   k.table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
-  k.block_positions = p.block_positions != nullptr ? p.block_positions + int64_t(seq) * p.max_blocks_per_seq : nullptr;
   k.q_begin = p.query_start[seq];
   k.context_len = p.context_lens[seq];
   k.tree_start = k.context_len - (p.query_start[seq + 1] - k.q_begin);
-  k.mask = p.tree_mask != nullptr ? p.tree_mask + int64_t(k.q_begin) * p.mask_words : nullptr;
-  k.num_slots = k.block_positions != nullptr ? p.view_blocks[seq] * p.block_size : k.context_len;
+  k.block_positions = nullptr;
+  k.mask = nullptr;
+  k.num_slots = k.context_len;
+  if constexpr (kGeneral) {
+    if (p.block_positions != nullptr) {
+      k.block_positions = p.block_positions + int64_t(seq) * p.max_blocks_per_seq;
+      k.num_slots = p.view_blocks[seq] * p.block_size;
+    }
+    if (p.tree_mask != nullptr) k.mask = p.tree_mask + int64_t(k.q_begin) * p.mask_words;
+  }
   return k;
 }
 
@@ -48,6 +57,10 @@ __device__ __forceinline__ SeqKeys seq_keys(const AttentionParams& p, int seq) {
 __device__ __forceinline__ int query_position(const AttentionParams& p, const SeqKeys& k, int token) {
   if (p.q_positions != nullptr) return p.q_positions[token];
   return k.tree_start + (token - k.q_begin);
+}
+// The same, with a position read before the sequence was found (so the load overlaps the search).
+__device__ __forceinline__ int query_position(const AttentionParams& p, const SeqKeys& k, int token, int given) {
+  return p.q_positions != nullptr ? given : k.tree_start + (token - k.q_begin);
 }
 
 __device__ __forceinline__ int slot_position(const AttentionParams& p, const SeqKeys& k, int slot) {

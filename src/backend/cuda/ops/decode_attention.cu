@@ -79,10 +79,13 @@ struct SplitKeys {
   int q_pos, begin, end;
 };
 
+template <bool kGeneral>
 __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int token, int split) {
+  // The query's own position goes out first: it does not wait for the search below.
+  const int given = p.q_positions != nullptr ? p.q_positions[token] : 0;
   SplitKeys s;
-  s.keys = seq_keys(p, find_sequence(p, token));
-  s.q_pos = query_position(p, s.keys, token);
+  s.keys = seq_keys<kGeneral>(p, find_sequence(p, token));
+  s.q_pos = query_position(p, s.keys, token, given);
   int first = 0, last = 0;
   slot_range(p, s.keys, s.q_pos, s.q_pos, first, last);
   const int num_slots = max(0, last - first);
@@ -180,66 +183,6 @@ __device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShap
   }
 }
 
-// Sums the key lanes' partial outputs and writes the CTA's result: normalised (one split, the sink
-// joining the softmax) or this split's partial output and (max, sum).
-template <int kDim, int kGroup>
-__device__ __forceinline__ void write_split(const AttentionParams& p, uint8_t* smem, const float (&acc)[kGroup][8],
-                                            const float* max_s, const float* sum_s, int token, int kv_head, int split) {
-  using S = DecodeShape<kDim, kGroup>;
-  const int tid = threadIdx.x, dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
-  const int group = p.num_heads / p.num_kv_heads;
-  float(&reduce)[S::kKeysPerPass][kGroup][kDim] = *reinterpret_cast<float(*)[S::kKeysPerPass][kGroup][kDim]>(smem);
-#pragma unroll
-  for (int g = 0; g < kGroup; ++g)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) reduce[key_lane][g][dim_lane * 8 + j] = acc[g][j];
-  __syncthreads();
-  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
-    const int g = idx / p.head_dim, d = idx % p.head_dim;
-    float o = 0.0f;
-#pragma unroll
-    for (int kl = 0; kl < S::kKeysPerPass; ++kl) o += reduce[kl][g][d];
-    const int h = kv_head * group + g;
-    const int64_t row = int64_t(token) * p.num_heads + h;
-    if (p.num_splits == 1) {
-      float m = max_s[g], l = sum_s[g];
-      if (p.sinks != nullptr) {
-        const float sink = p.sinks[h] * kLog2e;
-        const float mx = fmaxf(m, sink);
-        const float scale_old = exp2f(m - mx);
-        o *= scale_old;
-        l = l * scale_old + exp2f(sink - mx);
-      }
-      p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
-    } else {
-      p.partial_out[(row * p.num_splits + split) * p.head_dim + d] = o;
-      if (d == 0) {
-        p.partial_lse[(row * p.num_splits + split) * 2] = max_s[g];
-        p.partial_lse[(row * p.num_splits + split) * 2 + 1] = sum_s[g];
-      }
-    }
-  }
-}
-
-// The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
-// partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
-__device__ __forceinline__ void merge_if_last(const AttentionParams& p, int token, int kv_head) {
-  __shared__ bool is_last;
-  const int tid = threadIdx.x, group = p.num_heads / p.num_kv_heads;
-  __threadfence();
-  __syncthreads();
-  int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
-  if (tid == 0) is_last = atomicAdd(counter, 1) == p.num_splits - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
-    const int h = kv_head * group + idx / p.head_dim;
-    merge_splits(p, int64_t(token) * p.num_heads + h, h, idx % p.head_dim);
-  }
-  if (tid == 0) *counter = 0;  // ready for the next launch
-}
-
 // grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
 // kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8;
 // kGeneral: a tree mask or a view, so each key's visibility is checked (else every slot of the range is).
@@ -257,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
   const bool dim_valid = dim_lane * 8 < p.head_dim;
-  const SplitKeys sk = split_keys(p, token, split);
+  const SplitKeys sk = split_keys<kGeneral>(p, token, split);
   const int begin = sk.begin, end = sk.end;
   auto visible = [&](int slot) {
     return !kGeneral || key_visible(p, sk.keys, token, sk.q_pos, slot_position(p, sk.keys, slot));
@@ -336,6 +279,16 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     __syncthreads();  // scores and alpha_s are rewritten by the next chunk
   }
   cp_async_wait<0>();
+  __syncthreads();  // the stages become the reduction buffer
+  // The epilogue stays in the kernel body: as device functions (the same code) it measured 5-9% slower
+  // at 16-64 sequences on an H100 (bench/RESULTS.md, 2026-11-24).
+  float(&reduce)[kKeysPerPass][kGroup][kDim] = *reinterpret_cast<float(*)[kKeysPerPass][kGroup][kDim]>(stages);
+
+  // Sum the key lanes' partial outputs; then normalise (one split) or write this split's partials.
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) reduce[key_lane][g][dim_lane * 8 + j] = acc[g][j];
 #pragma unroll
   for (int i = 0; i < S::kGroupsPerWarp; ++i) {
     const int g = warp + i * kWarps;
@@ -344,9 +297,50 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       sum_s[g] = run_sum[i];
     }
   }
-  __syncthreads();  // the stages become the reduction buffer
-  write_split<kDim, kGroup>(p, stages, acc, max_s, sum_s, token, kv_head, split);
-  if (p.num_splits > 1 && p.split_counters != nullptr) merge_if_last(p, token, kv_head);
+  __syncthreads();
+  const int group = p.num_heads / p.num_kv_heads;
+  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
+    const int g = idx / p.head_dim, d = idx % p.head_dim;
+    float o = 0.0f;
+#pragma unroll
+    for (int kl = 0; kl < kKeysPerPass; ++kl) o += reduce[kl][g][d];
+    const int h = kv_head * group + g;
+    const int64_t row = int64_t(token) * p.num_heads + h;
+    if (p.num_splits == 1) {
+      float m = max_s[g], l = sum_s[g];
+      if (p.sinks != nullptr) {
+        const float sink = p.sinks[h] * kLog2e;
+        const float mx = fmaxf(m, sink);
+        const float scale_old = exp2f(m - mx);
+        o *= scale_old;
+        l = l * scale_old + exp2f(sink - mx);
+      }
+      p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+    } else {
+      p.partial_out[(row * p.num_splits + split) * p.head_dim + d] = o;
+      if (d == 0) {
+        p.partial_lse[(row * p.num_splits + split) * 2] = max_s[g];
+        p.partial_lse[(row * p.num_splits + split) * 2 + 1] = sum_s[g];
+      }
+    }
+  }
+  if (p.num_splits == 1 || p.split_counters == nullptr) return;
+
+  // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
+  // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
+  if (tid == 0) is_last = atomicAdd(counter, 1) == p.num_splits - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
+    const int h = kv_head * group + idx / p.head_dim;
+    merge_splits(p, int64_t(token) * p.num_heads + h, h, idx % p.head_dim);
+  }
+  if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
 // grid: (num_tokens, num_heads); block: 128 threads over head_dim. Merges the splits' partial outputs

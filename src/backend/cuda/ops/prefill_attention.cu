@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   const int group = p.num_heads / p.num_kv_heads;
   const QueryTile tile = find_tile(p, kBlockM / group);
   if (tile.seq < 0) return;
-  const SeqKeys keys = seq_keys(p, tile.seq);
+  const SeqKeys keys = seq_keys<kGeneral>(p, tile.seq);
   int pos_lo = 0, pos_hi = 0;
   tile_positions(p, keys, tile, pos_lo, pos_hi);
   // Slots [key_first, key_end) hold every key a row of the tile sees; blocks before the first may already

@@ -1,0 +1,27 @@
+# Sourced by the GPU-machine scripts: unpacks the Debian build dependencies carried in .debs/ into a
+# sysroot (never into /, which could shadow the image's own libraries), points pkg-config and the loader
+# at it, and defines configure_build SRC BUILD [cmake args...] for a CUDA (sm_90a) Release build.
+SYSROOT=/tmp/drift-sysroot
+LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu
+if [ ! -d "$SYSROOT" ]; then
+  for f in .debs/*.deb; do dpkg -x "$f" "$SYSROOT" || { echo "cannot unpack $f"; exit 1; }; done
+fi
+export LD_LIBRARY_PATH=$LIBDIR:$LIBDIR/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PKG_CONFIG_SYSROOT_DIR=$SYSROOT
+export PKG_CONFIG_LIBDIR=$LIBDIR/pkgconfig:$LIBDIR/openblas-pthread/pkgconfig:$SYSROOT/usr/share/pkgconfig
+PKGCONF=$(command -v pkg-config || echo "$SYSROOT/usr/bin/pkgconf")
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+
+# cpp-httplib (the server, hence the drift binary) when its packages came along; otherwise a stand-in
+# target lets the project configure and only the drift binary is left out.
+configure_build() {
+  local src=$1 build=$2
+  shift 2
+  [ -f "$build/build.ninja" ] && return 0
+  local stub=()
+  "$PKGCONF" --exists cpp-httplib || stub=(-DCMAKE_PROJECT_INCLUDE="$PWD/tools/gpu/stub_httplib.cmake")
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_CUDA_COMPILER="$NVCC" -DDRIFT_CUDA=ON -DCMAKE_PREFIX_PATH="$SYSROOT/usr" \
+    -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${stub[@]}" "$@" >/tmp/drift-configure.log 2>&1 ||
+    { echo "configure of $src failed:"; tail -40 /tmp/drift-configure.log; return 1; }
+}
