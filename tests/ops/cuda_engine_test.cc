@@ -18,6 +18,9 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "drift/engine.h"
+#include "engine/backend_factory.h"
+#include "model/registry.h"
+#include "runner/model_runner.h"
 
 namespace drift::testing {
 namespace {
@@ -130,6 +133,63 @@ TEST(CudaEngine, SpeculativeGreedyKeepsTheOutput) {
       break;
     }
   }
+}
+
+// Verify-shaped steps (three new tokens per sequence, logits of all three) on the GPU with the device
+// sampler: four sequences fill a graph bucket, so the graph replays the eager step's very kernels and
+// every sampled token is the same; the graph is captured at the first step and replayed after.
+std::vector<int32_t> verify_steps(bool graphs, int64_t* replays) {
+  auto backend = engine::make_backend("cuda");
+  EXPECT_TRUE(backend.ok()) << backend.status().to_string();
+  if (!backend.ok()) return {};
+  backend::Ops& ops = *backend->ops;
+  auto loaded = model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/llama", ops);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  if (!loaded.ok()) return {};
+  runner::RunnerConfig rc;
+  rc.num_blocks = 32;
+  rc.max_num_seqs = 4;
+  rc.max_num_tokens = 64;
+  rc.max_model_len = 128;
+  rc.cuda_graphs = graphs;
+  runner::ModelRunner runner(**loaded, ops, rc, backend->make_sampler(rc.max_num_tokens, (*loaded)->vocab_size()));
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const int32_t all_rows[] = {0, 1, 2};
+  std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300}, {200, 201, 202}, {11, 12, 13}};
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  for (int32_t i = 0; i < 4; ++i) tables.push_back({{20 + i, 10 + i, 2 + i, 24 + i}});
+  std::vector<int32_t> picked, computed(4, 0);
+  for (int32_t step = 0; step < 5; ++step) {
+    std::vector<runner::SeqStep> steps;
+    std::vector<sample::RowSampling> rows;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (step > 0)
+        for (int32_t j = 0; j < 3; ++j) tokens[i].push_back(int32_t(100 + 13 * step + 7 * j + int32_t(i)));
+      runner::SeqStep s{tokens[i], computed[i], int32_t(tokens[i].size()) - computed[i], tables[i]};
+      s.logit_rows = all_rows;
+      steps.push_back(s);
+      for (int32_t j = 0; j < 3; ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
+      computed[i] = int32_t(tokens[i].size());
+    }
+    auto out = runner.step_and_sample(steps, rows);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    if (!out.ok()) return {};
+    for (const auto& r : *out) picked.push_back(r.token);
+  }
+  *replays = runner.num_graph_replays();
+  return picked;
+}
+
+TEST(CudaRunner, VerifyStepsReplayFromGraphsAsEagerStepsRun) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  int64_t graph_replays = 0, eager_replays = 0;
+  const auto with_graphs = verify_steps(true, &graph_replays);
+  const auto eager = verify_steps(false, &eager_replays);
+  ASSERT_EQ(with_graphs.size(), 5u * 4 * 3);
+  EXPECT_EQ(with_graphs, eager);
+  EXPECT_EQ(graph_replays, 4);  // five uniform steps, all within one block: captured once, replayed four times
+  EXPECT_EQ(eager_replays, 0);
 }
 
 }  // namespace
