@@ -31,6 +31,8 @@ enum class SchedulingPolicy { kFcfs, kSmallFirst };
 struct EngineConfig {
   std::string model_dir;
   bool random_weights = false;     // benchmarks: weights drawn from a seed, config.json alone
+  // More safetensors files whose tensors join the model folder's (retrofit weights, draft heads).
+  std::vector<std::string> extra_weight_files;
   std::string device = "cpu";      // "cpu" or "cuda"
   int32_t block_size = 16;
   int64_t kv_cache_bytes = 0;      // 0: derive from kv_cache_memory_fraction

@@ -85,6 +85,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.random_weights = config.random_weights;
   load.progress = config.load_progress;
   load.kv_dtype = kv_dtype_;
+  load.extra_weight_files = config.extra_weight_files;
   DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
   if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
