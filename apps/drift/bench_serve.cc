@@ -55,16 +55,16 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--tokenizer", c.tokenizer_path,
                   "tokenizer.json the prompts are drawn from (default: the one in the model root the server reports)");
   cmd->add_option("--api-key", c.api_key, "Bearer token for the server");
-  cmd->add_option("--num-prompts", c.num_prompts, "Requests to send")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--num-prompts", c.num_prompts, "Requests to send")->check(at_least(1))->capture_default_str();
   cmd->add_option("--request-rate", c.request_rate, "Requests per second, Poisson arrivals (inf: all at once)")
       ->capture_default_str();
   cmd->add_option("--max-concurrency", c.max_concurrency, "Requests in flight at most (0: no cap)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--input-len", c.input_len, "Prompt tokens per request")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(0));
+  cmd->add_option("--input-len", c.input_len, "Prompt tokens per request")->check(at_least(1))->capture_default_str();
   cmd->add_option("--output-len", c.output_len, "Generated tokens per request (ignore_eos)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(1))->capture_default_str();
   cmd->add_option("--seed", c.seed, "Seed of the prompts and arrival times")->capture_default_str();
-  cmd->add_option("--num-warmups", c.num_warmups, "Untimed requests sent first")->check(CLI::NonNegativeNumber)
+  cmd->add_option("--num-warmups", c.num_warmups, "Untimed requests sent first")->check(at_least(0))
       ->capture_default_str();
   cmd->add_option("--output-json", o->output_json, "Also write the results, with per-request lists, to this JSON file");
   cmd->callback([o] { run_bench_serve(*o); });

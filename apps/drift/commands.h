@@ -16,6 +16,10 @@ void add_perplexity_command(CLI::App& app);
 // Commands added by later features (serve, bench, perplexity) register here.
 void add_extra_commands(CLI::App& app);
 
+// A numeric option's lower bound. CLI11's PositiveNumber and NonNegativeNumber name their upper bound,
+// the largest double, in 309 digits.
+CLI::Validator at_least(double min);
+
 // Engine options shared by generate, serve, bench and perplexity.
 void add_engine_options(CLI::App& cmd, EngineConfig& config);
 std::string default_model_dir();

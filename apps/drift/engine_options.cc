@@ -18,6 +18,17 @@ void fail(const std::string& message) {
 
 std::string default_model_dir() { return DRIFT_DEFAULT_MODEL_DIR; }
 
+CLI::Validator at_least(double min) {
+  const std::string bound = CLI::detail::to_string(min);
+  return CLI::Validator(
+      [min, bound](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        return value < min ? "must be at least " + bound + ", got " + text : std::string();
+      },
+      ">= " + bound);
+}
+
 void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   c.model_dir = default_model_dir();
   cmd.add_option("-m,--model", c.model_dir, "Hugging Face model folder (config.json, safetensors, tokenizer.json)")
@@ -25,7 +36,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_flag("--random-weights", c.random_weights, "Draw the weights from a seed: config.json alone (benchmarks)");
   cmd.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd.add_option("--block-size", c.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
-  cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)");
+  cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)")
+      ->check(at_least(0))->capture_default_str();
   cmd.add_option("--kv-cache-fraction", c.kv_cache_memory_fraction, "Fraction of free memory for the KV cache")
       ->check(CLI::Range(0.0, 0.95))->capture_default_str();
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
@@ -38,7 +50,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd.add_option("--spec-ngram-max", c.speculative.ngram_max, "Longest n-gram prompt lookup matches")
       ->check(CLI::Range(1, 64))->capture_default_str();
-  cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's)");
+  cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's; above it: the model's, with a warning)")
+      ->check(at_least(0))->capture_default_str();
   cmd.add_option("--max-num-seqs", c.max_num_seqs, "Sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "Tokens per step")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -50,11 +63,13 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
                                                          {"optimistic", AdmissionPolicy::kOptimistic}};
   cmd.add_option("--admission", c.admission,
                  "guaranteed: reserve prompt + max_tokens of KV before starting; optimistic: preempt by recompute")
-      ->transform(CLI::CheckedTransformer(admission, CLI::ignore_case));
+      ->transform(CLI::CheckedTransformer(admission, CLI::ignore_case).description("{guaranteed,optimistic}"))
+      ->default_str(c.admission == AdmissionPolicy::kGuaranteed ? "guaranteed" : "optimistic");
   const std::map<std::string, SchedulingPolicy> policy{{"fcfs", SchedulingPolicy::kFcfs},
                                                        {"small-first", SchedulingPolicy::kSmallFirst}};
   cmd.add_option("--policy", c.policy, "Order of waiting requests: fcfs or small-first")
-      ->transform(CLI::CheckedTransformer(policy, CLI::ignore_case));
+      ->transform(CLI::CheckedTransformer(policy, CLI::ignore_case).description("{fcfs,small-first}"))
+      ->default_str(c.policy == SchedulingPolicy::kFcfs ? "fcfs" : "small-first");
 }
 
 }  // namespace drift::cli

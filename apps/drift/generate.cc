@@ -142,8 +142,8 @@ void add_generate_command(CLI::App& app) {
   add_engine_options(*cmd, o->engine);
   cmd->add_option("-p,--prompt", o->prompt, "Text to continue");
   cmd->add_option("--batch-file", o->batch_file, "File with one prompt per line, run concurrently; outputs in order");
-  cmd->add_option("-n,--max-tokens", o->request.max_tokens, "Tokens to generate")->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("-n,--max-tokens", o->request.max_tokens, "Tokens to generate (at least 1)")
+      ->check(at_least(1))->capture_default_str();
   o->request.sampling.temperature = 0.0f;
   cmd->add_option("--temperature", o->request.sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", o->request.sampling.top_k, "Keep the k most likely tokens (0: off)");

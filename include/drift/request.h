@@ -16,7 +16,8 @@ struct Request {
   std::string prompt;                  // otherwise tokenized by the engine
   bool add_special_tokens = true;      // tokenizing `prompt`: the tokenizer's own (BOS); a rendered chat has them
   SamplingParams sampling;
-  int32_t max_tokens = 16;             // clamped to the session length
+  int32_t max_tokens = 16;             // clamped to the session length, unless max_tokens_must_fit
+  bool max_tokens_must_fit = false;    // prompt + max_tokens beyond the session length is refused (as OpenAI)
   std::vector<std::string> stop;       // stop strings, matched across token boundaries, not included in the text
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;

@@ -75,7 +75,10 @@ RequestResult send_streaming_request(const Endpoint& endpoint, const std::string
         result.error = chunk["error"].dump();
         return;
       }
-      if (chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty()) {
+      // A chat stream opens with a role chunk (no token yet): it does not count as the first token.
+      const bool role_only = chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty() &&
+                             chunk["choices"][0].contains("delta") && chunk["choices"][0]["delta"].contains("role");
+      if (!role_only && chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty()) {
         if (first) {
           result.ttft_s = seconds_between(start, now);
           first = false;

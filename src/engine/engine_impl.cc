@@ -44,6 +44,9 @@ const std::vector<double> kE2eBuckets = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0,
                                          40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 const std::vector<double> kTokensPerStepBuckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
 
+// Positions are int32 on every path (block tables, kernels); one below 2^31 leaves room for the next token.
+constexpr int64_t kMaxServedPositions = (int64_t(1) << 31) - 2;
+
 int32_t blocks_for(int64_t tokens, int32_t block_size) { return int32_t((tokens + block_size - 1) / block_size); }
 
 }  // namespace
@@ -61,6 +64,11 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
   e->config_ = config;
   trace::install_crash_handlers();
   if (config.block_size <= 0) return invalid_argument(fmt::format("block_size must be positive, got {}", config.block_size));
+  if (config.kv_cache_bytes < 0)
+    return invalid_argument(fmt::format("kv_cache_bytes must not be negative (0: a fraction of free memory), got {}",
+                                        config.kv_cache_bytes));
+  if (config.max_model_len < 0)
+    return invalid_argument(fmt::format("max_model_len must not be negative (0: the model's), got {}", config.max_model_len));
   if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
   const SpeculativeConfig& spec = config.speculative;
@@ -86,6 +94,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.progress = config.load_progress;
   load.kv_dtype = kv_dtype_;
   load.extra_weight_files = config.extra_weight_files;
+  load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
   if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
@@ -94,6 +103,10 @@ Status EngineImpl::load(const EngineConfig& config) {
   DRIFT_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_file(tokenizer_path));
   tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   eos_token_ids_ = model_->config().eos_token_ids;
+  for (int32_t id : eos_token_ids_)
+    if (id < 0 || id >= model_->vocab_size())
+      return invalid_argument(fmt::format("{}: eos_token_id {} (config.json or generation_config.json) is outside the vocabulary [0, {})",
+                                          config.model_dir, id, model_->vocab_size()));
   for (const std::string& token : model_->description().stop_tokens)
     if (const std::optional<int32_t> id = tokenizer_->token_to_id(token)) eos_token_ids_.push_back(*id);
   if (config.speculative.method == "ngram")
@@ -103,8 +116,15 @@ Status EngineImpl::load(const EngineConfig& config) {
 
 Status EngineImpl::size_kv_cache() {
   const EngineConfig& config = config_;
-  const int32_t model_len = int32_t(model_->config().max_position_embeddings);
-  max_model_len_ = config.max_model_len > 0 ? std::min<int32_t>(config.max_model_len, model_len) : model_len;
+  const int64_t model_len = model_->config().max_position_embeddings;
+  if (config.max_model_len > model_len)
+    spdlog::warn("drift: max_model_len {} is beyond {}'s {} positions (max_position_embeddings); serving {}",
+                 config.max_model_len, model_name_, model_len, model_len);
+  const int64_t served = config.max_model_len > 0 ? std::min<int64_t>(config.max_model_len, model_len) : model_len;
+  if (served > kMaxServedPositions)
+    return invalid_argument(fmt::format("{} has max_position_embeddings {}; Drift serves at most {} positions: set "
+                                        "max_model_len (--max-model-len)", model_name_, model_len, kMaxServedPositions));
+  max_model_len_ = int32_t(served);
   // KV capacity: the budget in bytes, but never more than every sequence at full length needs.
   const int64_t bytes_per_block = model_->kv_bytes_per_token(kv_dtype_) * config.block_size;
   const int64_t budget = config.kv_cache_bytes > 0
@@ -179,6 +199,11 @@ Expected<std::string> EngineImpl::submit(Request request, OutputCallback on_outp
     return invalid_argument(fmt::format("the prompt has {} tokens but the context length is {}: it leaves no room to "
                                         "generate (prompt must be at most {} tokens)",
                                         prompt_len, max_model_len_, max_model_len_ - 1));
+  if (request.max_tokens_must_fit && prompt_len + request.max_tokens > max_model_len_)
+    return invalid_argument(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                                        "tokens ({} in the messages, {} in the completion). Please reduce the length "
+                                        "of the messages or completion.",
+                                        max_model_len_, prompt_len + request.max_tokens, prompt_len, request.max_tokens));
   state->max_tokens = int32_t(std::min<int64_t>(request.max_tokens, max_model_len_ - prompt_len));
   const int64_t reserve = config_.admission == AdmissionPolicy::kGuaranteed ? prompt_len + state->max_tokens : prompt_len + 1;
   if (blocks_for(reserve, config_.block_size) > num_blocks_)

@@ -137,6 +137,14 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
 }
 
 void EngineImpl::apply_rows(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> rows) {
+  for (const sample::SampleResult& r : rows) {
+    if (r.token != sample::kNonFiniteLogits) continue;
+    (void)scheduler_->abort(seq.seq_id);
+    return finish(seq.seq_id, FinishReason::kError, {},
+                  internal_error(fmt::format("the model's logits are not finite (NaN or Inf) at output token {}: its "
+                                             "weights or activations are broken, so the request was stopped",
+                                             state.output_tokens.size())));
+  }
   const int32_t num_drafts = seq.num_draft_tokens;
   if (num_drafts == 0) return accept_tokens(state, seq, rows, 0);
   if (int32_t(rows.size()) != 1 + num_drafts) {

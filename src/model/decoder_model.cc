@@ -34,8 +34,9 @@ class DecoderModel final : public Model {
     const auto& c = config_;
     ops_ = &loader.ops();
     DRIFT_ASSIGN_OR_RETURN(RopeFrequencies freqs, rope_frequencies(c.rope, c.rope.rotary_dim, c.max_position_embeddings));
-    const std::vector<float> table = rope_cos_sin_table(freqs, c.max_position_embeddings);
-    rope_table_ = ops_->alloc(DType::kF32, {c.max_position_embeddings, c.rope.rotary_dim});
+    const int64_t positions = c.rope_positions > 0 ? c.rope_positions : c.max_position_embeddings;
+    const std::vector<float> table = rope_cos_sin_table(freqs, positions);
+    rope_table_ = ops_->alloc(DType::kF32, {positions, c.rope.rotary_dim});
     ops_->copy_from_host(rope_table_.view, table.data());
     const backend::RopeParams rope{rope_table_.view, int32_t(c.rope.rotary_dim), c.rope.interleaved};
     gqa_ = {.hidden = c.hidden_size, .num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,

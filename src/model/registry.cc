@@ -52,6 +52,26 @@ Expected<std::vector<core::KvSpec>> kv_layout(const weights::ModelConfig& config
   return plan_layers(config).kv_specs(kv_dtype);
 }
 
+namespace {
+
+// The RoPE table holds rotary_dim floats per position served. A config claiming far more positions than
+// are served (10^8 and more) would otherwise allocate gigabytes for nothing, or fail without a word.
+Status size_positions(weights::ModelConfig& config, int64_t max_positions, const backend::Ops& ops) {
+  config.rope_positions = max_positions > 0 ? std::min(max_positions, config.max_position_embeddings)
+                                            : config.max_position_embeddings;
+  const double table_bytes = double(config.rope_positions) * double(config.rope.rotary_dim) * sizeof(float);
+  const double limit = double(ops.free_memory_bytes()) / 4;
+  if (table_bytes > limit)
+    return resource_exhausted(fmt::format(
+        "{}: serving {} positions needs a {:.1f} GiB RoPE table, more than a quarter of the {:.1f} GiB free on {}; "
+        "serve a shorter context (--max-model-len, EngineConfig::max_model_len)",
+        config.architecture, config.rope_positions, table_bytes / (1 << 30), double(ops.free_memory_bytes()) / (1 << 30),
+        ops.name()));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config, WeightLoader& loader) {
   const Entry* e = find_entry(config.architecture);
   if (e == nullptr) return unknown_architecture(config.architecture);
@@ -62,6 +82,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
   DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig config, weights::load_model_config(model_dir));
   if (find_entry(config.architecture) == nullptr) return unknown_architecture(config.architecture);
   DRIFT_RETURN_IF_ERROR(check_backend(config, plan_layers(config), ops, options.kv_dtype.value_or(ops.compute_dtype())));
+  DRIFT_RETURN_IF_ERROR(size_positions(config, options.max_positions, ops));
   if (options.random_weights) {
     WeightLoader loader = WeightLoader::random(options.seed, options.random_std, ops);
     return build_model(config, loader);

@@ -21,6 +21,9 @@ struct LoadOptions {
   // The KV cache dtype the model will be run with (checked against the backend at load); unset: the
   // backend's compute dtype.
   std::optional<DType> kv_dtype;
+  // The longest sequence the model will run (the served context): position tables are sized by it.
+  // 0: the config's max_position_embeddings.
+  int64_t max_positions = 0;
   // More safetensors files whose tensors join the folder's (retrofit weights, draft heads).
   std::vector<std::string> extra_weight_files;
   // Called now and then while loading: bytes read so far and in all.

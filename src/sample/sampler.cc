@@ -1,5 +1,6 @@
 #include "sample/sampler.h"
 
+#include <cmath>
 #include <vector>
 
 #include "base/check.h"
@@ -44,6 +45,12 @@ SampleResult sample(std::span<float> logits, const SamplingParams& params, std::
   const std::vector<float> raw(logits.begin(), logits.end());
   const double raw_log_sum_exp = log_sum_exp(raw);
   SampleResult result{};
+  // NaN or +Inf anywhere makes the log-sum-exp non-finite; so do all -Inf.
+  if (!std::isfinite(raw_log_sum_exp)) {
+    result.token = kNonFiniteLogits;
+    result.logprob = 0.0f;
+    return result;
+  }
   if (params.top_logprobs > 0) result.top = top_logprobs(raw, params.top_logprobs, raw_log_sum_exp);
 
   apply_penalties(logits, params, prompt_tokens, output_tokens);

@@ -12,8 +12,12 @@
 
 namespace drift::sample {
 
+// The token of a row whose logits hold NaN or +Inf (or are all -Inf): nothing can be sampled from them,
+// and the engine ends that request with an error instead of emitting an arbitrary token.
+constexpr int32_t kNonFiniteLogits = -1;
+
 struct SampleResult {
-  int32_t token;
+  int32_t token;                  // or kNonFiniteLogits
   float logprob;                  // of the chosen token under the raw (unprocessed) distribution, as vLLM returns by default
   std::vector<TokenLogprob> top;  // top_logprobs most likely under the raw distribution, descending
 };
@@ -25,7 +29,8 @@ struct SampleResult {
 //   3. greedy (temperature 0): argmax, lowest token id on ties; the seed plays no part;
 //   4. otherwise temperature, top-k, top-p, min-p, then one draw by inverse CDF with
 //      uniform_for(seed, position) over the surviving tokens in ascending token id.
-// `params` must be valid (SamplingParams::validate) and every token id inside the vocabulary.
+// `params` must be valid (SamplingParams::validate) and every token id inside the vocabulary. Logits that
+// are not finite give token kNonFiniteLogits.
 SampleResult sample(std::span<float> logits, const SamplingParams& params, std::span<const int32_t> prompt_tokens,
                     std::span<const int32_t> output_tokens, uint64_t seed, uint64_t position);
 

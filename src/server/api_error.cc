@@ -3,14 +3,18 @@
 namespace drift::server {
 
 ApiError bad_request(std::string message, std::string param) {
-  return {400, "invalid_request_error", std::move(message), std::move(param)};
+  return {400, "invalid_request_error", std::move(message), std::move(param), {}};
 }
 
 ApiError not_found_error(std::string message, std::string param) {
-  return {404, "not_found_error", std::move(message), std::move(param)};
+  return {404, "not_found_error", std::move(message), std::move(param), {}};
 }
 
-ApiError unauthorized(std::string message) { return {401, "authentication_error", std::move(message), {}}; }
+ApiError unauthorized(std::string message) {
+  return {401, "authentication_error", std::move(message), {}, "invalid_api_key"};
+}
+
+ApiError shutting_down() { return {503, "service_unavailable_error", "the server is shutting down", {}, {}}; }
 
 ApiError api_error_from_status(const Status& status) {
   switch (status.code()) {
@@ -33,7 +37,7 @@ nlohmann::ordered_json error_json(const ApiError& error) {
   body["message"] = error.message;
   body["type"] = error.type;
   body["param"] = error.param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(error.param);
-  body["code"] = error.status;
+  body["code"] = error.code.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(error.code);
   return {{"error", body}};
 }
 

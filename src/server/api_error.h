@@ -1,5 +1,6 @@
 // ApiError: what the server answers when it refuses a request, in OpenAI's error shape
-// {"error": {"message", "type", "param", "code"}} with the HTTP status as the code (as vLLM does).
+// {"error": {"message", "type", "param", "code"}}. OpenAI's `code` is a string or null (its clients read it
+// as one), so the HTTP status travels only as the status line.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,11 +19,13 @@ struct ApiError {
   std::string type = "invalid_request_error";
   std::string message;
   std::string param;  // the request field at fault; empty renders as null
+  std::string code;   // OpenAI's machine-readable code ("invalid_api_key", "model_not_found"); empty: null
 };
 
 ApiError bad_request(std::string message, std::string param = {});
 ApiError not_found_error(std::string message, std::string param = {});
 ApiError unauthorized(std::string message);
+ApiError shutting_down();
 // Maps an engine refusal: invalid_argument/unsupported -> 400, not_found -> 404, resource_exhausted -> 429
 // (queue full: retry later), cancelled -> 503 (shutting down), anything else -> 500.
 ApiError api_error_from_status(const Status& status);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "server/common_fields.h"
@@ -11,6 +12,8 @@ namespace drift::server {
 namespace {
 
 constexpr int32_t kMaxTopLogprobs = 20;
+// OpenAI's roles ("function" is its deprecated name for "tool").
+const std::string kRoles[] = {"system", "developer", "user", "assistant", "tool", "function"};
 
 ApiResult<Json> normalize_content(const Json& content, size_t index) {
   if (content.is_string() || content.is_null()) return content;
@@ -46,6 +49,10 @@ ApiResult<Json> normalize_messages(const Json& messages) {
     auto role = m.find("role");
     if (role == m.end() || !role->is_string())
       return bad_request(fmt::format("messages[{}].role must be a string", i), "messages");
+    if (std::find(std::begin(kRoles), std::end(kRoles), role->get<std::string>()) == std::end(kRoles))
+      return bad_request(fmt::format("messages[{}].role '{}' is not one of system, developer, user, assistant, tool",
+                                     i, role->get<std::string>()),
+                         "messages");
     Json message = m;
     if (auto content = m.find("content"); content != m.end()) {
       auto normalized = normalize_content(*content, i);
@@ -77,6 +84,8 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
   FieldReader f(body);
   read_common_fields(f, served, base, plan);
   f.read_int("max_completion_tokens", base.max_tokens, 1, std::numeric_limits<int32_t>::max());
+  const Json* clamp = f.get("clamp_max_tokens");
+  if (f.get("max_completion_tokens") && !(clamp && *clamp == true)) base.max_tokens_must_fit = true;
   bool logprobs = false;
   int32_t top_logprobs = 0;
   f.read_bool("logprobs", logprobs);

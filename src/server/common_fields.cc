@@ -38,14 +38,22 @@ std::optional<ApiError> check_model(const Json& body, const ServedModel& served)
   if (!it->is_string()) return bad_request(fmt::format("'model' must be a string, got {}", json_type_name(*it)), "model");
   const std::string model = it->get<std::string>();
   // vllm bench serve and other clients often send the model's folder rather than its name.
-  if (model != served.name && model != served.root)
-    return not_found_error(fmt::format("The model '{}' does not exist; this server serves '{}'", model, served.name), "model");
+  if (model != served.name && model != served.root) {
+    ApiError e = not_found_error(fmt::format("The model '{}' does not exist; this server serves '{}'", model, served.name), "model");
+    e.code = "model_not_found";
+    return e;
+  }
   return std::nullopt;
 }
 
 void read_common_fields(FieldReader& f, const ServedModel& served, Request& base, GenerationPlan& plan) {
   SamplingParams& s = base.sampling;
   f.read_int("max_tokens", base.max_tokens, 1, kMaxInt32);
+  // An explicit limit the context cannot hold is an error (as OpenAI and vLLM answer), unless the client
+  // asks for it to be cut to what is left ("clamp_max_tokens", Drift's extension).
+  base.max_tokens_must_fit = f.get("max_tokens") != nullptr;
+  bool clamp = false;
+  f.read_bool("clamp_max_tokens", clamp);
   f.read_float("temperature", s.temperature, 0.0, 1e6);
   f.read_float("top_p", s.top_p, 0.0, 1.0, LowerBound::kOpen);
   f.read_int("top_k", s.top_k, -1, kMaxInt32);
@@ -71,6 +79,7 @@ void read_common_fields(FieldReader& f, const ServedModel& served, Request& base
     }
   }
   refuse_unsupported(f, plan);
+  if (clamp) base.max_tokens_must_fit = false;
 }
 
 void expand_choices(const Request& base, std::vector<Request> prompts, GenerationPlan& plan) {

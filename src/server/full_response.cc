@@ -8,13 +8,12 @@ namespace {
 
 constexpr std::chrono::milliseconds kPollInterval{100};
 
-ApiError shutting_down() { return {503, "service_unavailable_error", "the server is shutting down", {}}; }
-
 }  // namespace
 
 ApiResult<Json> collect_full_response(Generation& generation, const GenerationPlan& plan,
-                                      const tokenizer::Tokenizer& tokenizer, const std::atomic<bool>& stopping) {
-  std::vector<ChoiceResult> results(size_t(generation.num_choices()));
+                                      const tokenizer::Tokenizer& tokenizer, const std::atomic<bool>& stopping,
+                                      std::vector<ChoiceResult>& results) {
+  results.assign(size_t(generation.num_choices()), ChoiceResult{});
   while (!generation.done()) {
     if (stopping.load()) {
       generation.cancel();
@@ -32,7 +31,8 @@ ApiResult<Json> collect_full_response(Generation& generation, const GenerationPl
   }
   for (const ChoiceResult& r : results) {
     if (r.final.finish_reason == FinishReason::kError)
-      return r.final.error.ok() ? ApiError{500, "server_error", "generation failed", {}} : api_error_from_status(r.final.error);
+      return r.final.error.ok() ? ApiError{500, "server_error", "generation failed", {}, {}}
+                                : api_error_from_status(r.final.error);
     if (r.final.finish_reason == FinishReason::kCancelled) return shutting_down();
   }
   return response_json(plan, results, tokenizer);

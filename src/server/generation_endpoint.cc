@@ -1,7 +1,9 @@
 // POST /v1/completions and POST /v1/chat/completions: parse, hand the choices to the engine, answer
-// with the full response or an SSE stream.
+// with the full response or an SSE stream, and write the call's access-log line when it ends.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "server/chat_request.h"
@@ -16,17 +18,63 @@ namespace drift::server {
 
 namespace {
 
-ApiResult<Json> parse_body(const std::string& body) {
+using Clock = std::chrono::steady_clock;
+
+// What every exit of one call shares: the running-call count and the access-log line.
+struct CallLog {
+  CallLog(ServerState& s, const httplib::Request& req)
+      : server(s), active(std::make_shared<ActiveCall>(s.active_calls)), start(Clock::now()) {
+    record.method = req.method;
+    record.path = req.path;
+  }
+  void write() {
+    record.total_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (server.options.access_log) log_access(record, server.options.log_format);
+  }
+  void refuse(httplib::Response& res, const ApiError& error) {
+    record.status = error.status;
+    record.error = error.message;
+    write_error(res, error);
+    write();
+  }
+
+  ServerState& server;
+  std::shared_ptr<ActiveCall> active;
+  Clock::time_point start;
+  AccessRecord record;
+};
+
+// OpenAI's endpoints take JSON only: "application/json" or a "+json" type, parameters (charset) allowed.
+bool is_json_content_type(std::string type) {
+  type = type.substr(0, type.find(';'));
+  type.erase(std::remove_if(type.begin(), type.end(), [](unsigned char c) { return std::isspace(c); }), type.end());
+  std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return type == "application/json" || (type.size() > 5 && type.compare(type.size() - 5, 5, "+json") == 0);
+}
+
+ApiResult<Json> parse_body(const httplib::Request& req) {
+  if (!is_json_content_type(req.get_header_value("Content-Type"))) {
+    const std::string got = req.has_header("Content-Type") ? "'" + req.get_header_value("Content-Type") + "'" : "none";
+    return ApiError{415, "invalid_request_error", fmt::format("the request body must be JSON with Content-Type "
+                                                              "application/json; got {}", got), {}, {}};
+  }
   try {
-    return Json::parse(body);
+    return Json::parse(req.body);
   } catch (const Json::parse_error& e) {
     return bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
   }
 }
 
-void stream_response(std::shared_ptr<Generation> generation, GenerationPlan plan, const tokenizer::Tokenizer& tokenizer,
-                     httplib::Response& res) {
-  auto stream = std::make_shared<SseStream>(std::move(generation), std::move(plan), tokenizer);
+std::vector<Output> finals_of(const std::vector<ChoiceResult>& results) {
+  std::vector<Output> finals;
+  for (const ChoiceResult& r : results) finals.push_back(r.final);
+  return finals;
+}
+
+void stream_response(ServerState& s, std::shared_ptr<Generation> generation, GenerationPlan plan,
+                     std::shared_ptr<CallLog> log, httplib::Response& res) {
+  log->record.stream = true;
+  auto stream = std::make_shared<SseStream>(std::move(generation), std::move(plan), s.engine.tokenizer(), s.stopping);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -39,27 +87,36 @@ void stream_response(std::shared_ptr<Generation> generation, GenerationPlan plan
       },
       // Runs however the stream ended: a client that went away, or a server that stops, cancels what is
       // still generating so its KV blocks go back.
-      [stream](bool) { stream->generation().cancel(); });
+      [stream, log](bool) {
+        stream->generation().cancel();
+        add_outputs(log->record, finals_of(stream->results()));
+        if (!stream->error().empty()) log->record.error = stream->error();
+        log->write();
+      });
 }
 
 }  // namespace
 
 void handle_generation(ServerState& s, const httplib::Request& req, httplib::Response& res, Api api) {
-  if (s.stopping) return write_error(res, {503, "service_unavailable_error", "the server is shutting down", {}});
-  auto body = parse_body(req.body);
-  if (!body.ok()) return write_error(res, body.error());
-  const tokenizer::Tokenizer& tokenizer = s.engine.tokenizer();
+  auto log = std::make_shared<CallLog>(s, req);
+  if (s.draining || s.stopping) return log->refuse(res, shutting_down());
+  auto body = parse_body(req);
+  if (!body.ok()) return log->refuse(res, body.error());
   ApiResult<GenerationPlan> plan = api == Api::kChat
                                        ? parse_chat_request(*body, s.served, s.chat_template, s.next_id("chatcmpl"))
                                        : parse_completion_request(*body, s.served, s.next_id("cmpl"));
-  if (!plan.ok()) return write_error(res, plan.error());
+  if (!plan.ok()) return log->refuse(res, plan.error());
+  log->record.id = plan->id;
   plan->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto generation = Generation::start(s.engine, std::move(plan->choices), s.stats);
-  if (!generation.ok()) return write_error(res, api_error_from_status(generation.status()));
-  if (plan->stream) return stream_response(std::move(*generation), std::move(*plan), tokenizer, res);
-  auto response = collect_full_response(**generation, *plan, tokenizer, s.stopping);
-  if (!response.ok()) return write_error(res, response.error());
+  if (!generation.ok()) return log->refuse(res, api_error_from_status(generation.status()));
+  if (plan->stream) return stream_response(s, std::move(*generation), std::move(*plan), std::move(log), res);
+  std::vector<ChoiceResult> results;
+  auto response = collect_full_response(**generation, *plan, s.engine.tokenizer(), s.stopping, results);
+  add_outputs(log->record, finals_of(results));
+  if (!response.ok()) return log->refuse(res, response.error());
   write_json(res, *response);
+  log->write();
 }
 
 }  // namespace drift::server

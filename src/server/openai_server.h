@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "drift/engine.h"
+#include "server/access_log.h"
 
 namespace drift::server {
 
@@ -21,6 +23,8 @@ struct ServerOptions {
   // Every open stream holds one HTTP worker thread, so this bounds concurrent streams plus other calls.
   int num_threads = 256;
   size_t max_body_bytes = size_t(32) << 20;
+  bool access_log = true;  // one line per API call on the spdlog logger "access"
+  LogFormat log_format = LogFormat::kText;
 };
 
 class OpenAiServer {
@@ -33,8 +37,16 @@ class OpenAiServer {
   Expected<int> bind();
   // Serves until stop(); call after bind().
   void listen();
-  // Makes listen() return: open streams end, waiting calls are cancelled. Safe from any thread.
+  // Graceful shutdown, first half: new API calls are refused (503) and /health reports 503; running calls
+  // go on. Safe from any thread.
+  void drain();
+  // Waits up to `timeout` for the running API calls to finish; true when none is left.
+  bool wait_idle(std::chrono::milliseconds timeout);
+  // Makes listen() return. Calls still running are cancelled first: a full response answers 503, an open
+  // stream gets an error chunk and [DONE] (waiting up to a few seconds for them to be written). Safe from
+  // any thread.
   void stop();
+  int32_t num_active_calls() const;
 
  private:
   explicit OpenAiServer(std::unique_ptr<ServerState> state);

@@ -128,8 +128,7 @@ Json chunk_json(const GenerationPlan& plan, const ChunkPart& part, const tokeniz
   choice["index"] = part.index;
   if (plan.api == Api::kChat) {
     Json delta = Json::object();
-    if (part.first) delta["role"] = "assistant";
-    if (!part.text.empty() || part.first || !part.finish) delta["content"] = part.text;
+    if (!part.text.empty() || !part.finish) delta["content"] = part.text;
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = part.text;
@@ -137,6 +136,18 @@ Json chunk_json(const GenerationPlan& plan, const ChunkPart& part, const tokeniz
   choice["logprobs"] = part.logprobs.empty() ? Json(nullptr) : logprobs_json(plan, part.logprobs, tok, part.text_offset);
   choice["finish_reason"] = part.finish ? Json(openai_finish_reason(part.finish->finish_reason)) : Json(nullptr);
   if (part.finish) choice["stop_reason"] = stop_reason_json(*part.finish);
+  j["choices"] = Json::array({std::move(choice)});
+  if (plan.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+Json role_chunk_json(const GenerationPlan& plan, int32_t index) {
+  Json j = header(plan, true);
+  Json choice;
+  choice["index"] = index;
+  choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = nullptr;
   j["choices"] = Json::array({std::move(choice)});
   if (plan.include_usage) j["usage"] = nullptr;
   return j;

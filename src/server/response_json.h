@@ -29,18 +29,18 @@ Json usage_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& cho
 Json response_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& choices,
                    const tokenizer::Tokenizer& tokenizer);
 
-// One stream chunk for choice `index`. `finish` is set on the chunk that ends the choice; `first` marks a
-// chat choice's first chunk (it carries the role). `text_offset` is where `text` starts in the choice's
-// text (completions logprobs).
+// One stream chunk for choice `index`. `finish` is set on the chunk that ends the choice. `text_offset` is
+// where `text` starts in the choice's text (completions logprobs).
 struct ChunkPart {
   int32_t index = 0;
   std::string text;
   std::span<const TokenLogprobs> logprobs;
   const Output* finish = nullptr;
-  bool first = false;
   size_t text_offset = 0;
 };
 Json chunk_json(const GenerationPlan& plan, const ChunkPart& part, const tokenizer::Tokenizer& tokenizer);
+// A chat stream's first chunk for choice `index`, as OpenAI sends it: the role and empty content.
+Json role_chunk_json(const GenerationPlan& plan, int32_t index);
 // The usage chunk sent before [DONE] when stream_options.include_usage: no choices, full usage.
 Json usage_chunk_json(const GenerationPlan& plan, Json usage);
 

@@ -37,11 +37,26 @@ struct ServerState {
   ServedModel served;
   Expected<ChatTemplate> chat_template;  // or why the model has none
   std::shared_ptr<ServerStats> stats = std::make_shared<ServerStats>();
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> draining{false};  // refuse new calls
+  std::atomic<bool> stopping{false};  // cancel running calls
+  std::atomic<int32_t> active_calls{0};
   std::atomic<bool> listen_started{false}, listen_finished{false};
   std::atomic<uint64_t> id_sequence{0};
   uint64_t id_prefix = 0;
   HttpServer http;
+};
+
+// Counts one API call as running from its construction until the last copy goes (a stream's copy goes
+// when httplib releases the stream).
+class ActiveCall {
+ public:
+  explicit ActiveCall(std::atomic<int32_t>& count) : count_(count) { ++count_; }
+  ~ActiveCall() { --count_; }
+  ActiveCall(const ActiveCall&) = delete;
+  ActiveCall& operator=(const ActiveCall&) = delete;
+
+ private:
+  std::atomic<int32_t>& count_;
 };
 
 void write_error(httplib::Response& res, const ApiError& error);
@@ -49,8 +64,9 @@ void write_json(httplib::Response& res, const Json& body);
 
 // POST /v1/completions and POST /v1/chat/completions.
 void handle_generation(ServerState& server, const httplib::Request& req, httplib::Response& res, Api api);
-// GET /v1/models, /health, /metrics.
+// GET /v1/models, /v1/models/{id}, /health, /metrics.
 void handle_models(ServerState& server, httplib::Response& res);
+void handle_model(ServerState& server, const std::string& id, httplib::Response& res);
 void handle_health(ServerState& server, httplib::Response& res);
 void handle_metrics(ServerState& server, httplib::Response& res);
 

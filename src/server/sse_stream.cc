@@ -9,18 +9,17 @@ namespace {
 constexpr std::chrono::milliseconds kPollInterval{100};
 
 ApiError stream_error(const Output& final) {
-  if (final.finish_reason == FinishReason::kCancelled)
-    return {503, "service_unavailable_error", "the server is shutting down", {}};
-  return final.error.ok() ? ApiError{500, "server_error", "generation failed", {}} : api_error_from_status(final.error);
+  if (final.finish_reason == FinishReason::kCancelled) return shutting_down();
+  return final.error.ok() ? ApiError{500, "server_error", "generation failed", {}, {}} : api_error_from_status(final.error);
 }
 
 }  // namespace
 
-SseStream::SseStream(std::shared_ptr<Generation> generation, GenerationPlan plan, const tokenizer::Tokenizer& tokenizer)
-    : generation_(std::move(generation)), plan_(std::move(plan)), tokenizer_(tokenizer) {
+SseStream::SseStream(std::shared_ptr<Generation> generation, GenerationPlan plan, const tokenizer::Tokenizer& tokenizer,
+                     const std::atomic<bool>& stopping)
+    : generation_(std::move(generation)), plan_(std::move(plan)), tokenizer_(tokenizer), stopping_(stopping) {
   const size_t n = size_t(generation_->num_choices());
   results_.resize(n);
-  started_.assign(n, false);
   text_offset_.assign(n, 0);
 }
 
@@ -29,6 +28,13 @@ bool SseStream::write_event(const Writer& write, const Json& j) {
 }
 
 SseStream::State SseStream::pump(const Writer& write) {
+  if (plan_.api == Api::kChat && !roles_sent_) {
+    roles_sent_ = true;
+    for (int32_t i = 0; i < generation_->num_choices(); ++i)
+      if (!write_event(write, role_chunk_json(plan_, i))) return State::kClientGone;
+  }
+  // Cancelled choices come back as errors below, so each stream still ends with an error chunk and [DONE].
+  if (stopping_.load()) generation_->cancel();
   std::vector<ChoiceOutput> events = generation_->take(kPollInterval);
   for (size_t k = 0; k < events.size(); ++k) {
     const int32_t choice = events[k].choice;
@@ -37,7 +43,9 @@ SseStream::State SseStream::pump(const Writer& write) {
     if (out.finished && (out.finish_reason == FinishReason::kError || out.finish_reason == FinishReason::kCancelled)) {
       result.final = out;
       result.finished = true;
-      if (!write_event(write, error_json(stream_error(out)))) return State::kClientGone;
+      const ApiError error = stream_error(out);
+      if (error_.empty()) error_ = error.message;
+      if (!write_event(write, error_json(error))) return State::kClientGone;
       continue;
     }
     // The engine reports the last token and the finish separately; when both are here, one chunk
@@ -53,9 +61,7 @@ SseStream::State SseStream::pump(const Writer& write) {
     part.text = out.text;
     part.logprobs = out.logprobs;
     part.finish = finish;
-    part.first = !started_[size_t(choice)];
     part.text_offset = text_offset_[size_t(choice)];
-    started_[size_t(choice)] = true;
     text_offset_[size_t(choice)] += out.text.size();
     if (!write_event(write, chunk_json(plan_, part, tokenizer_))) return State::kClientGone;
     if (finish) {

@@ -74,6 +74,9 @@ struct ModelConfig {
   // store qk_rope_head_dim under "head_dim"; that value is rope.rotary_dim here).
   int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
+  // Positions the model is run at (its RoPE table's rows): the served context when the loader is told it
+  // (model::LoadOptions::max_positions), else max_position_embeddings. Not read from config.json.
+  int64_t rope_positions = 0;
   double rms_norm_eps = 1e-6;
   std::string hidden_act = "silu";
   bool tie_word_embeddings = false;

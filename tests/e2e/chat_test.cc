@@ -68,7 +68,7 @@ TEST_F(ChatTest, TextPartsReadAsOneString) {
   EXPECT_EQ(a.json["usage"]["prompt_tokens"], b.json["usage"]["prompt_tokens"]);
 }
 
-TEST_F(ChatTest, StreamingSendsRoleFirstThenContentThenUsage) {
+TEST_F(ChatTest, StreamingSendsARoleChunkThenContentThenUsage) {
   const Json body = user_says("Stream please", {{"max_tokens", 10}, {"ignore_eos", true}});
   const HttpReply full = post_json(server_, "/v1/chat/completions", body);
   ASSERT_EQ(full.status, 200) << full.body;
@@ -78,13 +78,17 @@ TEST_F(ChatTest, StreamingSendsRoleFirstThenContentThenUsage) {
   const StreamReply s = post_stream(server_, "/v1/chat/completions", streaming);
   ASSERT_EQ(s.status, 200) << s.error_body;
   ASSERT_TRUE(s.done);
-  ASSERT_GE(s.chunks.size(), 11u);
+  ASSERT_GE(s.chunks.size(), 12u);
+  // As OpenAI streams: the first chunk holds the role and empty content, and no token.
+  const Json& first = s.chunks[0]["choices"][0];
+  EXPECT_EQ(first["delta"], Json({{"role", "assistant"}, {"content", ""}})) << s.chunks[0];
+  EXPECT_TRUE(first["finish_reason"].is_null());
   std::string content;
   for (size_t i = 0; i + 1 < s.chunks.size(); ++i) {
     const Json& c = s.chunks[i];
     EXPECT_EQ(c["object"], "chat.completion.chunk");
     const Json& delta = c["choices"][0]["delta"];
-    EXPECT_EQ(delta.contains("role"), i == 0) << "the role comes once, with the first token";
+    EXPECT_EQ(delta.contains("role"), i == 0) << "the role comes once, in its own chunk";
     if (delta.contains("content")) content += delta["content"].get<std::string>();
   }
   EXPECT_EQ(s.chunks[s.chunks.size() - 2]["choices"][0]["finish_reason"], "length");

@@ -211,12 +211,28 @@ TEST_F(CompletionsTest, ExtensionsAndUnknownFieldsAreAccepted) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
-TEST_F(CompletionsTest, MaxTokensBeyondTheContextIsClamped) {
-  const HttpReply r = post_json(server_, "/v1/completions",
-                                greedy({{"prompt", std::vector<int32_t>(250, 9)}, {"max_tokens", 100}, {"ignore_eos", true}}));
-  ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(r.json["usage"]["completion_tokens"], 6);
-  EXPECT_EQ(r.json["choices"][0]["finish_reason"], "length");
+// As OpenAI and vLLM answer: an explicit max_tokens the context cannot hold is a 400 naming both counts;
+// "clamp_max_tokens" (Drift's extension) cuts it to what is left instead.
+TEST_F(CompletionsTest, MaxTokensBeyondTheContextIsRefusedUnlessClamped) {
+  const Json body = greedy({{"prompt", std::vector<int32_t>(250, 9)}, {"max_tokens", 100}, {"ignore_eos", true}});
+  const HttpReply refused = post_json(server_, "/v1/completions", body);
+  ASSERT_EQ(refused.status, 400) << refused.body;
+  const std::string message = refused.json["error"]["message"];
+  EXPECT_NE(message.find("maximum context length is 256 tokens"), std::string::npos) << message;
+  EXPECT_NE(message.find("you requested 350 tokens (250 in the messages, 100 in the completion)"), std::string::npos)
+      << message;
+
+  Json clamped_body = body;
+  clamped_body["clamp_max_tokens"] = true;
+  const HttpReply clamped = post_json(server_, "/v1/completions", clamped_body);
+  ASSERT_EQ(clamped.status, 200) << clamped.body;
+  EXPECT_EQ(clamped.json["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(clamped.json["choices"][0]["finish_reason"], "length");
+
+  // A limit that fits is untouched.
+  Json fits = body;
+  fits["max_tokens"] = 6;
+  EXPECT_EQ(post_json(server_, "/v1/completions", fits).status, 200);
 }
 
 }  // namespace

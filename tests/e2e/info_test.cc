@@ -111,7 +111,7 @@ TEST(InfoTest, ApiKeyGuardsTheApiButNotHealth) {
     const HttpReply r = post_json(server, "/v1/completions", body, key);
     ASSERT_EQ(r.status, 401) << "key '" << key << "'";
     EXPECT_EQ(r.json["error"]["type"], "authentication_error");
-    EXPECT_EQ(r.json["error"]["code"], 401);
+    EXPECT_EQ(r.json["error"]["code"], "invalid_api_key");
     EXPECT_TRUE(r.json["error"]["message"].is_string());
     EXPECT_EQ(get(server, "/v1/models", key).status, 401);
   }
@@ -130,7 +130,7 @@ TEST(OverloadTest, QueueFullIs429AndShutdownIs503) {
   stopping.engine().shutdown();
   const HttpReply s = post_json(stopping, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
   ASSERT_EQ(s.status, 503) << s.body;
-  EXPECT_EQ(s.json["error"]["code"], 503);
+  EXPECT_TRUE(s.json["error"]["code"].is_null()) << s.body;
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ TestServer::TestServer(TestServerOptions o) {
   so.port = 0;
   so.api_key = o.api_key;
   so.num_threads = 160;
+  so.access_log = o.access_log;
   auto server = server::OpenAiServer::create(*engine_, so);
   if (!server.ok()) throw std::runtime_error("server: " + server.status().to_string());
   server_ = std::move(*server);

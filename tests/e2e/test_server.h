@@ -33,6 +33,7 @@ struct TestServerOptions {
   int32_t max_num_seqs = 64;
   int32_t max_waiting_requests = 4096;
   SpeculativeConfig speculative;
+  bool access_log = false;
 };
 
 class TestServer {
@@ -41,6 +42,7 @@ class TestServer {
   ~TestServer();
 
   Engine& engine() { return *engine_; }
+  server::OpenAiServer& server() { return *server_; }
   int port() const { return port_; }
   httplib::Client client() const;
   void stop();

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -132,6 +133,31 @@ TEST_F(CudaSamplerTest, GreedyMatchesCpuWithLogprobs) {
     }
     EXPECT_EQ(gpu[1].token, int32_t(vocab / 3));
     EXPECT_EQ(gpu.back().token, 0);
+  }
+}
+
+// A row with NaN or +Inf (or only -Inf) comes back as kNonFiniteLogits, as on the CPU, greedy or drawn,
+// and leaves the other rows of the step alone.
+TEST_F(CudaSamplerTest, NonFiniteRowsAreFlaggedAsOnTheCpu) {
+  const int64_t vocab = 5000;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  SamplingParams drawn;
+  drawn.temperature = 0.7f;
+  drawn.top_k = 50;
+  std::vector<Row> rows;
+  for (const SamplingParams& params : {greedy(-1), greedy(3), drawn}) {
+    Row healthy{random_logits(vocab, 3.0f), params};
+    Row with_nan = healthy, with_inf = healthy, all_masked{std::vector<float>(size_t(vocab), -inf), params};
+    with_nan.logits[size_t(vocab / 2)] = nan;
+    with_inf.logits[size_t(vocab - 1)] = inf;
+    for (Row* r : {&healthy, &with_nan, &with_inf, &all_masked}) rows.push_back(*r);
+  }
+  const auto gpu = gpu_sample(rows, vocab);
+  ASSERT_EQ(gpu.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const sample::SampleResult cpu = cpu_sample(rows[i]);
+    EXPECT_EQ(gpu[i].token, cpu.token) << "row " << i;
+    EXPECT_EQ(cpu.token == sample::kNonFiniteLogits, i % 4 != 0) << "row " << i;
   }
 }
 

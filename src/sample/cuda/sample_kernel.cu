@@ -316,12 +316,19 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   __syncthreads();
 
   int32_t token = 0;
+  // NaN or +Inf in a row (sample() on the CPU: a non-finite log-sum-exp) gives kNonFiniteLogits. The check
+  // rides on the pass over the row each path makes anyway.
+  bool non_finite = false;
   if (!(r.temperature > 0.0f)) {
     // 3. Greedy: the first index of the largest penalised logit.
     Best b{-INFINITY, INT_MAX};
-    for (int64_t i = tid; i < vocab; i += kThreads) b = better(b, Best{x[i], int32_t(i)});
+    for (int64_t i = tid; i < vocab; i += kThreads) {
+      non_finite = non_finite || !(x[i] < INFINITY);
+      b = better(b, Best{x[i], int32_t(i)});
+    }
     b = block_best(b, s);
-    token = b.index == INT_MAX ? 0 : b.index;
+    token = b.index == INT_MAX ? kNonFiniteLogits : b.index;
+    if (__syncthreads_or(non_finite)) token = kNonFiniteLogits;
   } else {
     // 4. Temperature, top-k, top-p, min-p, then the inverse-CDF draw (CPU: filters.cc, sampler.cc). The
     // CPU sets removed logits to -inf; `logit(i, stage)` is that value after `stage` filters. The largest
@@ -329,8 +336,15 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
     // top-p threshold and >= min_p), so it is the maximum at every stage.
     const float temperature = r.temperature;
     float max_logit = -INFINITY;
-    for (int64_t i = tid; i < vocab; i += kThreads) max_logit = fmaxf(max_logit, x[i] / temperature);
+    for (int64_t i = tid; i < vocab; i += kThreads) {
+      non_finite = non_finite || !(x[i] < INFINITY);
+      max_logit = fmaxf(max_logit, x[i] / temperature);
+    }
     max_logit = block_max(max_logit, s);
+    if (__syncthreads_or(non_finite) || max_logit == -INFINITY) {
+      if (tid == 0) p.tokens[row] = kNonFiniteLogits;
+      return;
+    }
 
     const bool use_top_k = r.top_k > 0 && int64_t(r.top_k) < vocab;
     const bool use_top_p = r.top_p < 1.0f;
@@ -383,7 +397,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   }
 
   // 5. The chosen token's raw log-probability: its logit, or the value its penalty replaced.
-  if (r.top_logprobs >= 0) {
+  if (r.top_logprobs >= 0 && token != kNonFiniteLogits) {
     if (tid == 0) s.raw_chosen = x[token];
     __syncthreads();
     for (int32_t j = r.penalty_begin + tid; j < r.penalty_end; j += kThreads)

@@ -9,6 +9,7 @@
 namespace drift::sample::cuda {
 
 constexpr int kMaxTopLogprobs = 20;  // SamplingParams::validate's upper bound
+constexpr int32_t kNonFiniteLogits = -1;  // sample/sampler.h's: the row held NaN or +Inf
 
 // One row's sampling as the kernel reads it (uploaded every step, 56 bytes).
 struct SampleRow {
@@ -27,7 +28,7 @@ struct SampleParams {
   const int32_t* penalty_tokens = nullptr;  // [num_penalty]: per row, the distinct tokens to penalise
   const int32_t* penalty_counts = nullptr;  // [num_penalty]: each one's occurrences in the row's output
   float* penalty_raw = nullptr;             // [num_penalty] scratch: the raw logit each penalty replaced
-  int32_t* tokens = nullptr;                // [num_rows] out
+  int32_t* tokens = nullptr;                // [num_rows] out; kNonFiniteLogits for a row with NaN/+Inf
   float* logprobs = nullptr;                // [num_rows] out, rows with top_logprobs >= 0: raw log-probability
   int32_t* top_tokens = nullptr;            // [num_rows, kMaxTopLogprobs] out, first top_logprobs of each row
   float* top_logprobs = nullptr;            // [num_rows, kMaxTopLogprobs] out

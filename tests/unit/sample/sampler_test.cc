@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -250,6 +251,33 @@ TEST(SampleDeathTest, InvalidParamsAreAProgrammerError) {
   SamplingParams p;
   p.top_p = 1.5f;
   EXPECT_DEATH(sample_copy({1.0f, 2.0f}, p, 0, 0), "top_p must be in \\(0, 1\\], got 1.5");
+}
+
+}  // namespace
+}  // namespace drift::sample
+
+namespace drift::sample {
+namespace {
+
+// NaN or +Inf anywhere (or nothing but -Inf) leaves nothing to sample: the row says so instead of
+// returning an arbitrary token, greedy or not.
+TEST(Sample, NonFiniteLogitsGiveTheNonFiniteToken) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  SamplingParams greedy_params;
+  greedy_params.temperature = 0.0f;
+  SamplingParams drawn;
+  drawn.temperature = 0.8f;
+  drawn.top_p = 0.9f;
+  for (const SamplingParams& params : {greedy_params, drawn}) {
+    for (const std::vector<float>& bad : {std::vector<float>{0.5f, nan, 1.0f}, std::vector<float>{nan, nan, nan},
+                                          std::vector<float>{0.5f, inf, 1.0f}, std::vector<float>{-inf, -inf, -inf}}) {
+      std::vector<float> logits = bad;
+      EXPECT_EQ(sample(logits, params, {}, {}, 1, 0).token, kNonFiniteLogits);
+    }
+    std::vector<float> fine = {0.5f, -inf, 3.0f};
+    const int32_t token = sample(fine, params, {}, {}, 1, 0).token;
+    EXPECT_TRUE(token == 0 || token == 2) << token;
+  }
 }
 
 }  // namespace

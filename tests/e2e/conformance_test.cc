@@ -1,0 +1,155 @@
+// What an OpenAI client expects beyond the happy path, each found missing by driving drift serve with the
+// official client: a port already in use, /v1/models/{id}, error codes as strings or null, the Bearer
+// scheme in any case, JSON-only bodies (415), and the access log's one line per call.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "test_server.h"
+
+namespace drift::e2e {
+namespace {
+
+TEST(ConformanceTest, ASecondServerOnAPortInUseFailsToBind) {
+  TestServer first;
+  server::ServerOptions options;
+  options.port = first.port();
+  auto second = server::OpenAiServer::create(first.engine(), options);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  const auto bound = (*second)->bind();
+  ASSERT_FALSE(bound.ok()) << "a second server bound port " << first.port();
+  EXPECT_NE(bound.status().message().find("address already in use"), std::string::npos) << bound.status().message();
+  EXPECT_NE(bound.status().message().find(std::to_string(first.port())), std::string::npos) << bound.status().message();
+  // The first one still answers.
+  EXPECT_EQ(get(first, "/health").status, 200);
+}
+
+TEST(ConformanceTest, OneModelByIdAndUnknownIdsAreNotFound) {
+  TestServer server;
+  const HttpReply listed = get(server, "/v1/models");
+  ASSERT_EQ(listed.status, 200);
+  const Json& model = listed.json["data"][0];
+  const HttpReply one = get(server, "/v1/models/" + model["id"].get<std::string>());
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(one.json["id"], model["id"]);
+  EXPECT_EQ(one.json["object"], "model");
+  EXPECT_EQ(one.json["max_model_len"], model["max_model_len"]);
+  const HttpReply missing = get(server, "/v1/models/no-such-model");
+  ASSERT_EQ(missing.status, 404) << missing.body;
+  EXPECT_EQ(missing.json["error"]["code"], "model_not_found");
+  EXPECT_EQ(missing.json["error"]["type"], "not_found_error");
+}
+
+TEST(ConformanceTest, TheBearerSchemeIsCaseInsensitive) {
+  TestServer server(TestServerOptions{.api_key = "sekrit"});
+  for (const char* header : {"Bearer sekrit", "bearer sekrit", "BEARER  sekrit "}) {
+    httplib::Client c = server.client();
+    const auto r = c.Get("/v1/models", httplib::Headers{{"Authorization", header}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "'" << header << "'";
+  }
+  for (const char* header : {"Basic sekrit", "Bearer", "Bearer sekrit2", "Bearersekrit"}) {
+    httplib::Client c = server.client();
+    const auto r = c.Get("/v1/models", httplib::Headers{{"Authorization", header}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << "'" << header << "'";
+  }
+}
+
+TEST(ConformanceTest, BodiesMustBeJson) {
+  TestServer server;
+  const std::string body = R"({"prompt": "hi", "max_tokens": 2})";
+  for (const char* type : {"text/plain", "application/x-www-form-urlencoded", ""}) {
+    httplib::Client c = server.client();
+    const auto r = c.Post("/v1/completions", body, type);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 415) << "'" << type << "': " << r->body;
+    const Json j = Json::parse(r->body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r->body;
+    EXPECT_NE(j["error"]["message"].get<std::string>().find("application/json"), std::string::npos) << r->body;
+    EXPECT_TRUE(j["error"]["code"].is_null());
+  }
+  for (const char* type : {"application/json", "application/json; charset=utf-8", "Application/JSON"}) {
+    httplib::Client c = server.client();
+    const auto r = c.Post("/v1/completions", body, type);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << "'" << type << "': " << r->body;
+  }
+}
+
+TEST(ConformanceTest, ChatWithoutALimitFillsTheContextButAnExplicitOneMustFit) {
+  TestServer server(TestServerOptions{.model_dir = chat_model_dir()});
+  const Json messages = {{{"role", "user"}, {"content", "hello"}}};
+  const HttpReply open = post_json(server, "/v1/chat/completions",
+                                   {{"messages", messages}, {"temperature", 0}, {"ignore_eos", true}});
+  ASSERT_EQ(open.status, 200) << open.body;
+  EXPECT_EQ(open.json["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(open.json["usage"]["total_tokens"], 256) << "the fixture's context is 256 tokens";
+  const HttpReply too_many = post_json(server, "/v1/chat/completions",
+                                       {{"messages", messages}, {"max_completion_tokens", 1000}});
+  ASSERT_EQ(too_many.status, 400) << too_many.body;
+  EXPECT_NE(too_many.json["error"]["message"].get<std::string>().find("1000 in the completion"), std::string::npos);
+}
+
+TEST(ConformanceTest, AccessLogWritesOneLinePerCall) {
+  TestServer server(TestServerOptions{.access_log = true});
+  // The first call creates the "access" logger; capture what it writes from the second on.
+  ASSERT_EQ(get(server, "/health").status, 200);
+  ASSERT_EQ(post_json(server, "/v1/completions", {{"prompt", "warm"}, {"max_tokens", 1}}).status, 200);
+  auto logger = spdlog::get("access");
+  ASSERT_NE(logger, nullptr);
+  auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+  ring->set_pattern("%v");
+  logger->sinks().push_back(ring);
+
+  const HttpReply ok = post_json(server, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 3}, {"ignore_eos", true}});
+  ASSERT_EQ(ok.status, 200);
+  const StreamReply streamed = post_stream(server, "/v1/completions",
+                                           {{"prompt", "hello"}, {"max_tokens", 2}, {"ignore_eos", true}, {"stream", true}});
+  ASSERT_TRUE(streamed.done);
+  ASSERT_EQ(post_json(server, "/v1/completions", {{"prompt", 5}}).status, 400);
+  // A stream's line is written when httplib releases it, just after the client saw [DONE].
+  std::vector<std::string> lines;
+  for (int i = 0; i < 200 && lines.size() < 3; ++i) {
+    lines = ring->last_formatted();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  logger->sinks().pop_back();
+  ASSERT_EQ(lines.size(), 3u);
+  const std::string id = ok.json["id"];
+  EXPECT_EQ(lines[0].rfind(id + " \"POST /v1/completions\" 200 full prompt_tokens=", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("completion_tokens=3 "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("finish=length"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" ttft=0."), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("200 stream"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("completion_tokens=2 "), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("- \"POST /v1/completions\" 400 full", 0), 0u) << lines[2];
+  EXPECT_NE(lines[2].find("error=\"'prompt' must be"), std::string::npos) << lines[2];
+}
+
+TEST(ConformanceTest, AccessRecordsAsJson) {
+  server::AccessRecord r;
+  r.id = "cmpl-1";
+  r.method = "POST";
+  r.path = "/v1/completions";
+  Output a, b;
+  a.usage = {7, 3, 4};
+  a.timings.time_to_first_token_s = 0.25;
+  a.finish_reason = FinishReason::kLength;
+  b.usage = {7, 2, 4};
+  b.timings.time_to_first_token_s = 0.125;
+  b.finish_reason = FinishReason::kStop;
+  server::add_outputs(r, {a, b});
+  const Json j = Json::parse(server::access_json(r));
+  EXPECT_EQ(j["id"], "cmpl-1");
+  EXPECT_EQ(j["status"], 200);
+  EXPECT_EQ(j["prompt_tokens"], 7) << "each prompt counts once";
+  EXPECT_EQ(j["completion_tokens"], 5);
+  EXPECT_EQ(j["cached_tokens"], 4);
+  EXPECT_EQ(j["ttft_s"], 0.125);
+  EXPECT_EQ(j["finish_reason"], "length,stop");
+  EXPECT_FALSE(j.contains("error"));
+}
+
+}  // namespace
+}  // namespace drift::e2e
