@@ -37,6 +37,22 @@ ApiResult<Json> normalize_content(const Json& content, size_t index) {
   return Json(text);
 }
 
+// OpenAI clients send a call's arguments as a JSON string; chat templates (Qwen's, Llama's) expect the
+// object, as transformers' apply_chat_template receives it (vLLM converts the same way).
+Status arguments_as_objects(Json& message) {
+  auto calls = message.find("tool_calls");
+  if (calls == message.end() || !calls->is_array()) return Status::Ok();
+  for (Json& call : *calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    Json& args = call["function"]["arguments"];
+    if (!args.is_string()) continue;
+    Json parsed = Json::parse(args.get<std::string>(), nullptr, false);
+    if (parsed.is_discarded()) return invalid_argument("a tool call's 'arguments' is not valid JSON");
+    args = std::move(parsed);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ApiResult<Json> normalize_messages(const Json& messages) {
@@ -54,6 +70,7 @@ ApiResult<Json> normalize_messages(const Json& messages) {
                                      i, role->get<std::string>()),
                          "messages");
     Json message = m;
+    if (Status s = arguments_as_objects(message); !s.ok()) return bad_request(fmt::format("messages[{}]: {}", i, s.message()), "messages");
     if (auto content = m.find("content"); content != m.end()) {
       auto normalized = normalize_content(*content, i);
       if (!normalized.ok()) return normalized.error();
@@ -97,6 +114,12 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
     f.fail(bad_request("'continue_final_message' is not supported", "continue_final_message"));
   const Json* tools = f.get("tools");
   if (tools && !tools->is_array()) f.fail(bad_request(fmt::format("'tools' must be an array, got {}", json_type_name(*tools)), "tools"));
+  if (tools && tools->is_array())
+    for (size_t i = 0; i < tools->size(); ++i)
+      if (const Json& t = (*tools)[i]; !(t.is_object() && t.value("type", std::string()) == "function" &&
+                                         t.contains("function") && t["function"].is_object() &&
+                                         t["function"].contains("name") && t["function"]["name"].is_string()))
+        f.fail(bad_request(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i), "tools"));
   if (const Json* choice = f.get("tool_choice"); choice && !(*choice == "none" || *choice == "auto"))
     f.fail(bad_request("'tool_choice' may only be \"none\" or \"auto\": forced tool calls are not supported", "tool_choice"));
   const Json* kwargs = f.get("chat_template_kwargs");
@@ -115,6 +138,13 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
                                         kwargs ? *kwargs : Json::object());
   if (!rendered.ok()) return bad_request(fmt::format("the chat template failed: {}", rendered.status().message()), "messages");
   if (rendered->empty()) return bad_request("the chat template rendered an empty prompt", "messages");
+  plan.output_format = detect_output_format(chat_template->source(), *rendered, !no_tools);
+  const ChatOutputFormat& format = plan.output_format;
+  plan.parse_output = format.tools != ToolFormat::kNone || format.think_tags || format.harmony;
+  if (!no_tools && format.tools == ToolFormat::kNone)
+    return bad_request("'tools' were given, but this model's chat template uses no tool-call format Drift parses "
+                       "(Hermes <tool_call>, Llama 3 <|python_tag|> JSON, harmony)",
+                       "tools");
   // The engine tokenizes it, as it does a completion's text; the template wrote the special tokens.
   Request prompt;
   prompt.prompt = std::move(*rendered);

@@ -73,7 +73,8 @@ Expected<ChatTemplate> ChatTemplate::load(const std::string& model_dir) {
                                  model_dir));
   auto parsed = jinja::Template::parse(source);
   if (!parsed.ok()) return invalid_argument(fmt::format("{}: {}", origin, parsed.status().message()));
-  return ChatTemplate(std::move(*parsed), token_string(config, "bos_token"), token_string(config, "eos_token"));
+  return ChatTemplate(std::move(*parsed), std::move(source), token_string(config, "bos_token"),
+                      token_string(config, "eos_token"));
 }
 
 Expected<std::string> ChatTemplate::render(const Json& messages, const Json& tools, bool add_generation_prompt,

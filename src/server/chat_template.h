@@ -22,13 +22,16 @@ class ChatTemplate {
                                bool add_generation_prompt, const nlohmann::ordered_json& kwargs) const;
 
   const std::string& bos_token() const { return bos_token_; }
+  // The template's text: the output parsers read the family's markers from it.
+  const std::string& source() const { return source_; }
   const std::string& eos_token() const { return eos_token_; }
 
  private:
-  ChatTemplate(jinja::Template t, std::string bos, std::string eos)
-      : template_(std::move(t)), bos_token_(std::move(bos)), eos_token_(std::move(eos)) {}
+  ChatTemplate(jinja::Template t, std::string source, std::string bos, std::string eos)
+      : template_(std::move(t)), source_(std::move(source)), bos_token_(std::move(bos)), eos_token_(std::move(eos)) {}
 
   jinja::Template template_;
+  std::string source_;
   std::string bos_token_;
   std::string eos_token_;
 };

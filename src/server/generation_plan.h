@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "drift/request.h"
+#include "server/chat_output_parser.h"
 
 namespace drift::server {
 
@@ -23,6 +24,9 @@ struct GenerationPlan {
   bool stream = false;
   bool include_usage = false;  // streaming: one usage chunk before [DONE]
   bool logprobs = false;       // write logprobs (the engine computes them when sampling.top_logprobs >= 0)
+  // Chat: how a reply splits into reasoning, content and tool calls (ChatOutputParser).
+  ChatOutputFormat output_format;
+  bool parse_output = false;
 };
 
 // What parsing needs to know about the model being served.

@@ -100,6 +100,45 @@ Json usage_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& cho
           {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
+namespace {
+
+// OpenAI's ids are opaque; these are unique per call, choice and position.
+std::string tool_call_id(const GenerationPlan& plan, size_t choice, size_t index) {
+  return "call_" + plan.id.substr(plan.id.find('-') + 1) + "_" + std::to_string(choice) + "_" + std::to_string(index);
+}
+
+Json tool_call_json(const GenerationPlan& plan, size_t choice, size_t index, const ParsedToolCall& call, bool delta) {
+  Json j;
+  if (delta) j["index"] = index;
+  j["id"] = tool_call_id(plan, choice, index);
+  j["type"] = "function";
+  j["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+  return j;
+}
+
+// A finished choice that called tools ends with "tool_calls", as OpenAI's do.
+Json finish_json(const Output& final, bool made_tool_calls) {
+  if (made_tool_calls && final.finish_reason == FinishReason::kStop) return "tool_calls";
+  return openai_finish_reason(final.finish_reason);
+}
+
+Json chat_message_json(const GenerationPlan& plan, size_t choice, const ChoiceResult& c) {
+  if (!plan.parse_output) return {{"role", "assistant"}, {"content", c.text}};
+  const ParsedChat parsed = parse_chat_output(plan.output_format, c.text, true);
+  Json m = {{"role", "assistant"}};
+  m["content"] = parsed.content.empty() && !parsed.tool_calls.empty() ? Json(nullptr) : Json(parsed.content);
+  if (!parsed.reasoning.empty()) m["reasoning_content"] = parsed.reasoning;
+  if (!parsed.tool_calls.empty()) {
+    Json calls = Json::array();
+    for (size_t i = 0; i < parsed.tool_calls.size(); ++i)
+      calls.push_back(tool_call_json(plan, choice, i, parsed.tool_calls[i], false));
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
+}  // namespace
+
 Json response_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& choices, const tokenizer::Tokenizer& tok) {
   Json j = header(plan, false);
   Json list = Json::array();
@@ -107,13 +146,15 @@ Json response_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& 
     const ChoiceResult& c = choices[i];
     Json choice;
     choice["index"] = i;
+    bool made_tool_calls = false;
     if (plan.api == Api::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["message"] = chat_message_json(plan, i, c);
+      made_tool_calls = choice["message"].contains("tool_calls");
     } else {
       choice["text"] = c.text;
     }
     choice["logprobs"] = logprobs_json(plan, c.logprobs, tok, 0);
-    choice["finish_reason"] = openai_finish_reason(c.final.finish_reason);
+    choice["finish_reason"] = finish_json(c.final, made_tool_calls);
     choice["stop_reason"] = stop_reason_json(c.final);
     list.push_back(std::move(choice));
   }
@@ -128,13 +169,21 @@ Json chunk_json(const GenerationPlan& plan, const ChunkPart& part, const tokeniz
   choice["index"] = part.index;
   if (plan.api == Api::kChat) {
     Json delta = Json::object();
-    if (!part.text.empty() || !part.finish) delta["content"] = part.text;
+    if (!part.reasoning.empty()) delta["reasoning_content"] = part.reasoning;
+    if (!part.text.empty() || (!part.finish && part.reasoning.empty() && part.tool_calls.empty()))
+      delta["content"] = part.text;
+    if (!part.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (size_t i = 0; i < part.tool_calls.size(); ++i)
+        calls.push_back(tool_call_json(plan, size_t(part.index), size_t(part.first_tool_index) + i, part.tool_calls[i], true));
+      delta["tool_calls"] = std::move(calls);
+    }
     choice["delta"] = std::move(delta);
   } else {
     choice["text"] = part.text;
   }
   choice["logprobs"] = part.logprobs.empty() ? Json(nullptr) : logprobs_json(plan, part.logprobs, tok, part.text_offset);
-  choice["finish_reason"] = part.finish ? Json(openai_finish_reason(part.finish->finish_reason)) : Json(nullptr);
+  choice["finish_reason"] = part.finish ? finish_json(*part.finish, part.made_tool_calls) : Json(nullptr);
   if (part.finish) choice["stop_reason"] = stop_reason_json(*part.finish);
   j["choices"] = Json::array({std::move(choice)});
   if (plan.include_usage) j["usage"] = nullptr;

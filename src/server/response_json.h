@@ -33,7 +33,11 @@ Json response_json(const GenerationPlan& plan, const std::vector<ChoiceResult>& 
 // where `text` starts in the choice's text (completions logprobs).
 struct ChunkPart {
   int32_t index = 0;
-  std::string text;
+  std::string text;              // chat: the content delta
+  std::string reasoning;         // chat: the reasoning_content delta
+  std::vector<ParsedToolCall> tool_calls;  // chat: calls completed in this chunk
+  int32_t first_tool_index = 0;
+  bool made_tool_calls = false;  // the choice called tools: it finishes with "tool_calls"
   std::span<const TokenLogprobs> logprobs;
   const Output* finish = nullptr;
   size_t text_offset = 0;

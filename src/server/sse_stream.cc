@@ -21,6 +21,7 @@ SseStream::SseStream(std::shared_ptr<Generation> generation, GenerationPlan plan
   const size_t n = size_t(generation_->num_choices());
   results_.resize(n);
   text_offset_.assign(n, 0);
+  if (plan_.parse_output) parsers_.assign(n, ChatOutputParser(plan_.output_format));
 }
 
 bool SseStream::write_event(const Writer& write, const Json& j) {
@@ -63,6 +64,18 @@ SseStream::State SseStream::pump(const Writer& write) {
     part.finish = finish;
     part.text_offset = text_offset_[size_t(choice)];
     text_offset_[size_t(choice)] += out.text.size();
+    if (!parsers_.empty()) {
+      ChatOutputParser& parser = parsers_[size_t(choice)];
+      ChatOutputParser::Delta d = parser.feed(out.text, finish != nullptr);
+      part.text = std::move(d.content);
+      part.reasoning = std::move(d.reasoning);
+      part.tool_calls = std::move(d.tool_calls);
+      part.first_tool_index = d.first_tool_index;
+      part.made_tool_calls = parser.num_tool_calls() > 0;
+      // Held-back text makes no chunk of its own.
+      if (part.text.empty() && part.reasoning.empty() && part.tool_calls.empty() && !finish && part.logprobs.empty())
+        continue;
+    }
     if (!write_event(write, chunk_json(plan_, part, tokenizer_))) return State::kClientGone;
     if (finish) {
       result.final = *finish;

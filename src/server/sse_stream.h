@@ -10,6 +10,7 @@
 #include <memory>
 #include <string_view>
 
+#include "server/chat_output_parser.h"
 #include "server/generation.h"
 #include "server/generation_plan.h"
 #include "server/response_json.h"
@@ -44,6 +45,7 @@ class SseStream {
   std::vector<ChoiceResult> results_;
   bool roles_sent_ = false;          // chat: each choice's role chunk went out
   std::vector<size_t> text_offset_;  // bytes of text sent per choice
+  std::vector<ChatOutputParser> parsers_;  // per choice, when the plan parses chat output
   std::string error_;
 };
 
