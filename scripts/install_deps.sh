@@ -8,6 +8,7 @@ packages=(
   libopenblas-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3-dev pybind11-dev
   nodejs
 )
 

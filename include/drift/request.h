@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct Request {
   std::vector<std::string> stop;       // stop strings, matched across token boundaries, not included in the text
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  // Structured output: the reply is a JSON document matching this JSON Schema (as JSON text); "{}" or
+  // "null" for any JSON object. Unset: free text. Tokens are masked each step, so it always matches.
+  std::optional<std::string> json_schema;
   int32_t priority = 0;                // lower runs first
   std::string cache_namespace;         // prefix-cache namespace (adapters, retrofits)
 };

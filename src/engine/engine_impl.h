@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "spec/proposer.h"
+#include "structured/token_mask.h"
 #include "tokenizer/tokenizer.h"
 
 namespace drift::engine {
@@ -60,6 +61,12 @@ class EngineImpl final : public Engine {
   // Ends the request: one final Output carrying `last` (its final token and text, if any), usage and timings.
   void finish(int64_t seq_id, FinishReason reason, std::string stop_reason = {}, Status error = {}, Output last = {});
   void emit(RequestState& state, Output out);
+  // Structured output (structured_output.cc): compiles the request's schema at submit; fills this step's
+  // masks (rows without a schema get an empty span); moves the matcher over an accepted token and says
+  // whether the document is complete.
+  Status attach_schema(RequestState& state, const std::optional<std::string>& json_schema);
+  std::vector<std::span<const uint32_t>> step_masks(const core::BatchPlan& plan);
+  Expected<bool> advance_schema(RequestState& state, int32_t token);
   void refresh_gauges();
 
   EngineConfig config_;
@@ -78,7 +85,12 @@ class EngineImpl final : public Engine {
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
-  std::vector<std::vector<int32_t>> row_outputs_;  // scratch of row_outputs(), one per verify row
+  std::vector<std::vector<int32_t>> row_outputs_;
+  // Structured output: the vocabulary's byte trie (built at the first such request) and this step's
+  // token masks, one run of mask words per constrained row.
+  std::once_flag vocab_index_once_;
+  std::unique_ptr<structured::VocabIndex> vocab_index_;
+  std::vector<uint32_t> masks_;  // scratch of row_outputs(), one per verify row
 
   // Shared with submitting threads, under mu_.
   mutable std::mutex mu_;

@@ -81,7 +81,8 @@ void EngineImpl::propose_drafts() {
     const core::Sequence* seq = scheduler_->find(id);
     if (seq == nullptr || seq->status != core::SeqStatus::kRunning || seq->leaving() || !seq->in_decode()) continue;
     budget -= seq->num_uncomputed();
-    if (seq->num_uncomputed() == 1 && seq->num_draft_tokens == 0 && state->request.sampling.greedy())
+    // A constrained reply's drafts would need a mask per draft row; it decodes one token at a time.
+    if (seq->num_uncomputed() == 1 && seq->num_draft_tokens == 0 && state->request.sampling.greedy() && !state->matcher)
       candidates.push_back(seq);
   }
   for (const core::Sequence* seq : candidates) {
@@ -112,11 +113,13 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
   row_outputs_.reserve(num_rows);  // row_outputs() hands out spans into it
   std::vector<sample::RowSampling> rows;
   rows.reserve(num_rows);
-  for (const core::ScheduledSeq& s : plan.seqs) {
+  const std::vector<std::span<const uint32_t>> masks = step_masks(plan);
+  for (size_t k = 0; k < plan.seqs.size(); ++k) {
+    const core::ScheduledSeq& s = plan.seqs[k];
     const RequestState& state = *requests_.at(s.seq_id);
     for (int32_t j = 0; j < runner::ModelRunner::num_logits(s); ++j)
       rows.push_back({&state.request.sampling, state.prompt_tokens, row_outputs(state, *s.seq, j), state.seed,
-                      uint64_t(state.output_tokens.size()) + uint64_t(j)});
+                      uint64_t(state.output_tokens.size()) + uint64_t(j), masks[k]});
   }
   if (runner_->samples_on_device()) {
     // The backend samples where the logits are; only the chosen tokens come back.
@@ -131,6 +134,7 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
   for (size_t i = 0; i < rows.size(); ++i) {
     std::copy_n(logits.begin() + ptrdiff_t(i * vocab), vocab, row.begin());
     const sample::RowSampling& r = rows[i];
+    sample::apply_token_mask(row, r.allowed);
     picked.push_back(sample::sample(row, *r.params, r.prompt_tokens, r.output_tokens, r.seed, r.position));
   }
   return picked;
@@ -212,6 +216,19 @@ void EngineImpl::accept_tokens(RequestState& state, core::Sequence& seq, std::sp
     StopMatcher::Result matched = state.stop_matcher->push(state.decoder->push(token));
     out.text += matched.emit;
     if (matched.stopped) return finish(seq.seq_id, FinishReason::kStop, matched.stop_string, {}, std::move(out));
+    if (state.matcher) {
+      const Expected<bool> complete = advance_schema(state, token);
+      if (!complete.ok()) {
+        (void)scheduler_->abort(seq.seq_id);
+        return finish(seq.seq_id, FinishReason::kError, {}, complete.status(), std::move(out));
+      }
+      if (*complete) {
+        // The document is closed: nothing may follow, so the reply ends here as if at a stop token.
+        out.text += state.stop_matcher->push(state.decoder->flush()).emit;
+        out.text += state.stop_matcher->flush();
+        return finish(seq.seq_id, FinishReason::kStop, {}, {}, std::move(out));
+      }
+    }
     if (int32_t(state.output_tokens.size()) >= state.max_tokens) {
       out.text += state.stop_matcher->push(state.decoder->flush()).emit;
       out.text += state.stop_matcher->flush();

@@ -8,6 +8,7 @@
 
 #include "drift/engine.h"
 #include "engine/stop_matcher.h"
+#include "structured/json_matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace drift::engine {
@@ -31,6 +32,9 @@ struct RequestState {
   int32_t num_cached_tokens = 0;
   Clock::time_point submitted, first_scheduled, first_token, last_token;
   bool scheduled = false;
+  // Structured output: the schema and where the reply stands in it.
+  std::shared_ptr<const structured::CompiledSchema> schema;
+  std::optional<structured::JsonMatcher> matcher;
 };
 
 }  // namespace drift::engine

@@ -19,7 +19,13 @@ struct RowSampling {
   std::span<const int32_t> prompt_tokens, output_tokens;
   uint64_t seed = 0;
   uint64_t position = 0;  // output position: the counter of uniform_for
+  // Structured output: bit t of word t/32 set where token t may be sampled; empty: every token. Applied
+  // before anything else (masked logits become -inf).
+  std::span<const uint32_t> allowed;
 };
+
+// Sets the logits of the tokens `allowed` leaves out to -inf (the CPU side of RowSampling::allowed).
+void apply_token_mask(std::span<float> logits, std::span<const uint32_t> allowed);
 
 class DeviceSampler {
  public:

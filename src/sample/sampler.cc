@@ -1,9 +1,11 @@
 #include "sample/sampler.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "base/check.h"
+#include "sample/device_sampler.h"
 #include "sample/filters.h"
 #include "sample/penalties.h"
 
@@ -33,6 +35,12 @@ int32_t draw_inverse_cdf(std::span<const float> logits, float u) {
   }
   // Only reachable when rounding leaves the running sum a hair below u * total.
   return last_alive;
+}
+
+void apply_token_mask(std::span<float> logits, std::span<const uint32_t> allowed) {
+  if (allowed.empty()) return;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (!(allowed[i / 32] >> (i % 32) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
 SampleResult sample(std::span<float> logits, const SamplingParams& params, std::span<const int32_t> prompt_tokens,

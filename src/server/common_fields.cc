@@ -25,9 +25,30 @@ void refuse_unsupported(FieldReader& fields, const GenerationPlan& plan) {
                             "include_stop_str_in_output"));
   if (const Json* v = fields.get("best_of"); v && !(v->is_number() && v->get<double>() == double(plan.n)))
     fields.fail(bad_request("'best_of' must equal 'n' (best-of sampling is not supported)", "best_of"));
-  if (const Json* v = fields.get("response_format");
-      v && !(v->is_object() && v->value("type", std::string("text")) == "text"))
-    fields.fail(bad_request("'response_format' other than {\"type\": \"text\"} is not supported", "response_format"));
+}
+
+// response_format: {"type": "text"}, {"type": "json_object"} (any JSON object) or {"type": "json_schema",
+// "json_schema": {"name", "schema", "strict"}}; the engine compiles the schema and masks every step.
+void read_response_format(FieldReader& fields, Request& base) {
+  const Json* v = fields.get("response_format");
+  if (v == nullptr || v->is_null()) return;
+  const std::string type = v->is_object() ? v->value("type", std::string()) : std::string();
+  if (type == "text") return;
+  if (type == "json_object") {
+    base.json_schema = "";
+    return;
+  }
+  if (type == "json_schema") {
+    const Json* spec = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+    if (spec && spec->is_object() && spec->contains("schema") && (*spec)["schema"].is_object()) {
+      base.json_schema = (*spec)["schema"].dump();
+      return;
+    }
+    return fields.fail(bad_request("'response_format.json_schema.schema' must be a JSON Schema object", "response_format"));
+  }
+  fields.fail(bad_request("'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                          "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": ...}}",
+                          "response_format"));
 }
 
 }  // namespace
@@ -79,6 +100,7 @@ void read_common_fields(FieldReader& f, const ServedModel& served, Request& base
     }
   }
   refuse_unsupported(f, plan);
+  read_response_format(f, base);
   if (clamp) base.max_tokens_must_fit = false;
 }
 

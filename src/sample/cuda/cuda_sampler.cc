@@ -77,6 +77,8 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
   penalty_counts_.clear();
   auto* staged = static_cast<cuda::SampleRow*>(rows_host_.view.data);
   bool any_logprobs = false;
+  const int64_t mask_words = (vocab_ + 31) / 32;
+  int32_t num_masks = 0;
   for (int32_t i = 0; i < n; ++i) {
     const RowSampling& row = rows[size_t(i)];
     const SamplingParams& sp = *row.params;
@@ -94,6 +96,16 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
     r.penalty_begin = int32_t(penalty_tokens_.size());
     stage_penalties(row);
     r.penalty_end = int32_t(penalty_tokens_.size());
+    r.mask_row = row.allowed.empty() ? -1 : num_masks++;
+    if (!row.allowed.empty()) {
+      DRIFT_CHECK_EQ(int64_t(row.allowed.size()), mask_words);
+      if (masks_host_.view.data == nullptr) {
+        masks_host_ = ops_.alloc_host(DType::kI32, {int64_t(max_rows_) * mask_words});
+        masks_device_ = ops_.alloc(DType::kI32, {int64_t(max_rows_) * mask_words});
+      }
+      std::copy(row.allowed.begin(), row.allowed.end(),
+                static_cast<uint32_t*>(masks_host_.view.data) + int64_t(r.mask_row) * mask_words);
+    }
     any_logprobs = any_logprobs || sp.top_logprobs >= 0;
   }
   const int64_t num_penalty = int64_t(penalty_tokens_.size());
@@ -112,6 +124,10 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
                                      cudaMemcpyHostToDevice, stream));
   }
 
+  if (num_masks > 0)
+    DRIFT_CUDA_CHECK(cudaMemcpyAsync(masks_device_.view.data, masks_host_.view.data,
+                                     sizeof(uint32_t) * size_t(num_masks * mask_words), cudaMemcpyHostToDevice, stream));
+
   auto* out_device = out_device_.view.data_as<int32_t>();
   auto* out_host = out_host_.view.data_as<int32_t>();
   const int64_t m = max_rows_;
@@ -120,12 +136,14 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
                                .penalty_tokens = penalty_device,
                                .penalty_counts = penalty_device + num_penalty,
                                .penalty_raw = penalty_raw_.view.data_as<float>(),
+                               .masks = num_masks > 0 ? static_cast<const uint32_t*>(masks_device_.view.data) : nullptr,
                                .tokens = out_device,
                                .logprobs = reinterpret_cast<float*>(out_device + m),
                                .top_tokens = out_device + 2 * m,
                                .top_logprobs = reinterpret_cast<float*>(out_device + 2 * m + kTop * m),
                                .num_rows = n,
-                               .vocab = vocab_},
+                               .vocab = vocab_,
+                               .mask_words = mask_words},
             stream);
 
   // Back: the token ids; the log-probability segments only when some row asked for them.

@@ -1,5 +1,5 @@
-// CudaSampler: the DeviceSampler of the CUDA backend. Per step it stages each row's parameters (56
-// bytes) and, for rows with penalties, the distinct tokens those look at with their output counts, in
+// CudaSampler: the DeviceSampler of the CUDA backend. Per step it stages each row's parameters (64
+// bytes), structured-output token masks, and, for rows with penalties, the distinct tokens those look at with their output counts, in
 // page-locked memory; uploads them in at most two copies; runs one sampling kernel over the rows; and
 // copies back the token ids (and log-probabilities only when a row asked for them).
 #pragma once
@@ -33,6 +33,7 @@ class CudaSampler final : public DeviceSampler {
   backend::Buffer rows_host_, rows_device_;       // [max_rows] cuda::SampleRow
   backend::Buffer penalty_host_, penalty_device_;  // [2 * capacity] int32: tokens, then their counts
   backend::Buffer penalty_raw_;                    // [capacity] fp32 kernel scratch
+  backend::Buffer masks_host_, masks_device_;      // [max_rows, mask words] uint32, made at the first mask
   int64_t penalty_capacity_ = 0;
   // tokens [max_rows] int32 | logprobs [max_rows] fp32 | top tokens [max_rows, 20] int32 | top logprobs
   backend::Buffer out_host_, out_device_;

@@ -273,6 +273,14 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   const int64_t vocab = p.vocab;
   float* x = p.logits + int64_t(row) * vocab;
 
+  // 0. Structured output: tokens outside the row's mask are -inf before anything looks at the row.
+  if (r.mask_row >= 0) {
+    const uint32_t* mask = p.masks + int64_t(r.mask_row) * p.mask_words;
+    for (int64_t i = tid; i < vocab; i += kThreads)
+      if (!(mask[i >> 5] >> (i & 31) & 1u)) x[i] = -INFINITY;
+    __syncthreads();
+  }
+
   // 1. Raw log-probabilities: log-sum-exp in double, and the most likely tokens (CPU: logprobs.cc).
   double log_sum_exp = 0.0;
   if (r.top_logprobs >= 0) {

@@ -95,3 +95,29 @@ test("an aborted stream leaves the server serving", async () => {
   const after = await client.chat.completions.create({ model, messages: hello, max_tokens: 2 });
   assert.equal(after.choices.length, 1);
 });
+
+test("structured output: json_schema replies parse and follow the schema", async () => {
+  const schema = {
+    type: "object",
+    properties: { name: { type: "string", maxLength: 8 }, n: { type: "integer" }, ok: { type: "boolean" } },
+    required: ["name", "n", "ok"],
+    additionalProperties: false,
+  };
+  const request = {
+    model,
+    messages: hello,
+    temperature: 1,
+    seed: 3,
+    max_tokens: 100,
+    response_format: { type: "json_schema", json_schema: { name: "record", schema, strict: true } },
+  };
+  const full = await client.chat.completions.create(request);
+  const value = JSON.parse(full.choices[0].message.content);
+  assert.deepEqual(Object.keys(value).sort(), ["n", "name", "ok"]);
+  assert.equal(typeof value.name, "string");
+  assert.ok(Number.isInteger(value.n));
+  assert.equal(typeof value.ok, "boolean");
+  const chunks = await collect(await client.chat.completions.create({ ...request, stream: true }));
+  const text = chunks.flatMap((c) => c.choices.map((ch) => ch.delta.content ?? "")).join("");
+  assert.equal(text, full.choices[0].message.content);
+});

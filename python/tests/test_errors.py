@@ -1,0 +1,95 @@
+import os
+import unittest
+
+import drift
+from _support import DEFAULT_MODEL, SOURCE_DIR, greedy
+
+
+class SamplingParamsTest(unittest.TestCase):
+    def test_defaults_are_vllms(self):
+        p = drift.SamplingParams()
+        self.assertEqual((p.temperature, p.top_p, p.top_k, p.min_p, p.max_tokens), (1.0, 1.0, 0, 0.0, 16))
+        self.assertEqual((p.stop, p.stop_token_ids, p.seed, p.logprobs, p.ignore_eos), ([], [], None, None, False))
+
+    def test_values_read_back_as_written(self):
+        p = drift.SamplingParams(temperature=0.7, top_p=0.95, stop="\n", seed=3, logprobs=0)
+        self.assertEqual((p.temperature, p.top_p, p.stop, p.seed, p.logprobs), (0.7, 0.95, ["\n"], 3, 0))
+        self.assertIn("temperature=0.7", repr(p))
+
+    def test_out_of_range_is_a_value_error_with_the_engines_message(self):
+        cases = {
+            "temperature must be finite and >= 0, got -1": dict(temperature=-1),
+            "top_p must be in (0, 1], got 0": dict(top_p=0),
+            "min_p must be in [0, 1], got 2": dict(min_p=2),
+            "top_k must be >= -1, got -5": dict(top_k=-5),
+            "max_tokens must be at least 1, got 0": dict(max_tokens=0),
+            "presence_penalty must be in [-2, 2], got 3": dict(presence_penalty=3),
+            "top_logprobs must be in [-1, 20], got 21": dict(logprobs=21),
+        }
+        for message, kwargs in cases.items():
+            with self.subTest(**kwargs):
+                with self.assertRaises(ValueError) as caught:
+                    drift.SamplingParams(**kwargs)
+                self.assertEqual(str(caught.exception), message)
+
+    def test_wrong_types_are_type_errors(self):
+        for kwargs in (dict(stop=3), dict(top_k=1.5), dict(seed=-1), dict(temprature=1.0)):
+            with self.subTest(**kwargs), self.assertRaises(TypeError):
+                drift.SamplingParams(**kwargs)
+
+
+class EngineErrorsTest(unittest.TestCase):
+    def test_bad_model_path_names_it(self):
+        missing = os.path.join(SOURCE_DIR, "models", "no-such-model")
+        with self.assertRaises(drift.DriftError) as caught:
+            drift.LLM(missing)
+        self.assertIsInstance(caught.exception, RuntimeError)
+        self.assertIn(missing, str(caught.exception))
+        self.assertEqual(caught.exception.code, "not_found")
+
+    def test_unknown_keyword_is_a_type_error_naming_it(self):
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'max_num_seqz'"):
+            drift.LLM(DEFAULT_MODEL, max_num_seqz=4)
+        with self.assertRaisesRegex(TypeError, "'speculative.tokens'"):
+            drift.LLM(DEFAULT_MODEL, speculative={"method": "ngram", "tokens": 2})
+
+    def test_keyword_of_the_wrong_type(self):
+        with self.assertRaisesRegex(TypeError, "max_num_seqs must be an int, got str"):
+            drift.LLM(DEFAULT_MODEL, max_num_seqs="4")
+        with self.assertRaisesRegex(ValueError, "policy 'lifo' is not one of fcfs, small-first"):
+            drift.LLM(DEFAULT_MODEL, policy="lifo")
+
+    def test_engine_refusals_carry_its_message(self):
+        with self.assertRaisesRegex(drift.DriftError, "kv_cache_dtype 'int4'"):
+            drift.LLM(DEFAULT_MODEL, kv_cache_dtype="int4")
+
+    def test_engine_config_keywords_reach_the_engine(self):
+        with drift.LLM(DEFAULT_MODEL, max_model_len=64, block_size=8, kv_cache_bytes=1 << 26, max_num_seqs=2,
+                       enable_prefix_cache=False, admission="optimistic", policy="small-first",
+                       speculative={"method": "ngram", "num_tokens": 2}) as llm:
+            self.assertEqual(llm.max_model_len, 64)
+            self.assertEqual(llm.metrics()["kv_blocks_total"], 2 * 64 // 8)  # capped by max_num_seqs x length
+            with self.assertRaisesRegex(drift.DriftError, "context length is 64") as caught:
+                llm.generate("word " * 100)
+            self.assertEqual(caught.exception.code, "invalid_argument")
+
+    def test_batch_errors_name_the_prompt(self):
+        with drift.LLM(DEFAULT_MODEL) as llm:
+            with self.assertRaisesRegex(drift.DriftError, r"^prompts\[1\]: the prompt is empty"):
+                llm.generate(["fine", ""], greedy(2))
+            bad = drift.SamplingParams()
+            bad.temperature = -1  # attributes are checked when the request is submitted
+            with self.assertRaisesRegex(ValueError, "temperature"):
+                llm.generate("fine", bad)
+            with self.assertRaisesRegex(TypeError, "drift.SamplingParams"):
+                llm.generate("fine", {"temperature": 0})
+
+    def test_after_shutdown_requests_are_refused(self):
+        llm = drift.LLM(DEFAULT_MODEL)
+        llm.shutdown()
+        with self.assertRaisesRegex(drift.DriftError, "shutting down"):
+            llm.generate("Hello")
+
+
+if __name__ == "__main__":
+    unittest.main()
