@@ -9,6 +9,7 @@
 // inside that: 2 x 3% x 3.7 (the fixture's largest logits) = 0.22. They must agree up to the first step
 // whose margin is under it.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <condition_variable>
 #include <cstdio>
@@ -190,6 +191,62 @@ TEST(CudaRunner, VerifyStepsReplayFromGraphsAsEagerStepsRun) {
   EXPECT_EQ(with_graphs, eager);
   EXPECT_EQ(graph_replays, 4);  // five uniform steps, all within one block: captured once, replayed four times
   EXPECT_EQ(eager_replays, 0);
+}
+
+}  // namespace
+}  // namespace drift::testing
+
+namespace drift::testing {
+namespace {
+
+// Structured output on the GPU: the masks ride the device sampler (and decode graphs); every reply that
+// ends by itself parses and has the schema's keys and types.
+TEST(CudaEngine, StructuredOutputRepliesFollowTheSchema) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  EngineConfig config;
+  config.model_dir = std::string(DRIFT_FIXTURES_DIR) + "/models/llama";
+  config.device = "cuda";
+  config.max_num_seqs = 16;
+  auto engine = Engine::create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const std::string schema = R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+      "n": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3}},
+      "required": ["name", "n", "tags"], "additionalProperties": false})";
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> texts(16);
+  std::vector<FinishReason> reasons(16, FinishReason::kNone);
+  size_t done = 0;
+  for (int i = 0; i < 16; ++i) {
+    Request r;
+    r.prompt = kPrompts[size_t(i) % kPrompts.size()];
+    r.max_tokens = 120;
+    r.json_schema = schema;
+    r.sampling.temperature = i % 2 ? 1.0f : 0.0f;
+    r.sampling.seed = uint64_t(i);
+    ASSERT_TRUE((*engine)->submit(std::move(r), [&, i](const Output& o) {
+      std::lock_guard lock(mu);
+      texts[size_t(i)] += o.text;
+      if (o.finished) {
+        reasons[size_t(i)] = o.finish_reason;
+        ++done;
+        cv.notify_all();
+      }
+    }).ok());
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return done == 16; });
+  int complete = 0;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_NE(reasons[size_t(i)], FinishReason::kError) << i;
+    if (reasons[size_t(i)] != FinishReason::kStop) continue;
+    ++complete;
+    const nlohmann::json v = nlohmann::json::parse(texts[size_t(i)], nullptr, false);
+    ASSERT_TRUE(v.is_object()) << texts[size_t(i)];
+    EXPECT_TRUE(v["name"].is_string() && v["n"].is_number_integer() && v["tags"].is_array()) << texts[size_t(i)];
+  }
+  EXPECT_GE(complete, 12);
+  std::printf("[ engine   ] structured output on cuda: %d of 16 replies complete, e.g. %s\n", complete, texts[0].c_str());
 }
 
 }  // namespace

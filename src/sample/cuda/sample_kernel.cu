@@ -335,7 +335,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
       b = better(b, Best{x[i], int32_t(i)});
     }
     b = block_best(b, s);
-    token = b.index == INT_MAX ? kNonFiniteLogits : b.index;
+    // All -inf (a structured-output mask that allows nothing, say) is as unsamplable as NaN.
+    token = b.index == INT_MAX || b.value == -INFINITY ? kNonFiniteLogits : b.index;
     if (__syncthreads_or(non_finite)) token = kNonFiniteLogits;
   } else {
     // 4. Temperature, top-k, top-p, min-p, then the inverse-CDF draw (CPU: filters.cc, sampler.cc). The

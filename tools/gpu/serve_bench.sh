@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The serving benchmark on the GPU: `drift serve --device cuda` on the Llama-3.1-8B shape (random weights,
+# the default model's tokenizer) driven by `drift bench serve` at rising request rates, as `vllm bench
+# serve` reports it (TTFT, TPOT, ITL). Expects the build of run_cuda_checks.sh (build-gpu/). Prints one
+# table row per rate; logs go to $OUT.
+# Usage: tools/gpu/serve_bench.sh [rates...]   (default: 1 4 16 64)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/drift-gpu-out}
+DRIFT=build-gpu/apps/drift/drift
+rates=("$@")
+[ ${#rates[@]} -eq 0 ] && rates=(1 4 16 64)
+model=/tmp/drift-llama-8b-shape
+mkdir -p "$model"
+cp models/default/tokenizer.json models/default/tokenizer_config.json "$model/"
+cat >"$model/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+ "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+ "vocab_size": 128256, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+ "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 8192},
+ "tie_word_embeddings": false, "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+JSON
+"$DRIFT" serve -m "$model" --random-weights --device cuda --port 0 --max-model-len 2048 --max-num-seqs 128 \
+  --no-access-log >"$OUT/serve.log" 2>&1 &
+server=$!
+trap 'kill -9 $server 2>/dev/null' EXIT
+port=""
+for _ in $(seq 1 1500); do
+  port=$(grep -oE 'on http://127\.0\.0\.1:[0-9]+' "$OUT/serve.log" | grep -oE '[0-9]+$')
+  [ -n "$port" ] && break
+  kill -0 $server 2>/dev/null || break
+  sleep 0.2
+done
+[ -n "$port" ] || { echo "drift serve did not start"; tail -20 "$OUT/serve.log"; exit 1; }
+echo "| rate (req/s) | prompts | req/s done | output tok/s | TTFT mean / p99 ms | TPOT mean / p99 ms | ITL mean / p99 ms |"
+echo "|---:|---:|---:|---:|---:|---:|---:|"
+for rate in "${rates[@]}"; do
+  n=$(( rate * 8 < 32 ? 32 : rate * 8 ))
+  [ "$rate" -le 1 ] && n=16
+  "$DRIFT" bench serve --url "http://127.0.0.1:$port" --num-prompts "$n" --request-rate "$rate" --input-len 512 \
+    --output-len 128 --num-warmups 2 --output-json "$OUT/serve_$rate.json" >"$OUT/bench_serve_$rate.log" 2>&1
+  python3 - "$OUT/serve_$rate.json" "$rate" "$n" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+def g(*keys):
+    for k in keys:
+        if k in r: return r[k]
+    return float("nan")
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {g('request_throughput'):.2f} | {g('output_throughput'):.0f} | "
+      f"{g('mean_ttft_ms'):.1f} / {g('p99_ttft_ms'):.1f} | {g('mean_tpot_ms'):.2f} / {g('p99_tpot_ms'):.2f} | "
+      f"{g('mean_itl_ms'):.2f} / {g('p99_itl_ms'):.2f} |")
+PY
+done
+kill -TERM $server
+wait $server
