@@ -4,6 +4,8 @@
 #include <fstream>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/bench_report.h"
 #include "bench/serve_bench.h"
 #include "commands.h"
@@ -66,6 +68,11 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--seed", c.seed, "Seed of the prompts and arrival times")->capture_default_str();
   cmd->add_option("--num-warmups", c.num_warmups, "Untimed requests sent first")->check(at_least(0))
       ->capture_default_str();
+  cmd->add_option("--response-format", c.response_format,
+                  "JSON sent as every request's response_format, e.g. '{\"type\": \"json_object\"}' (structured-output load)")
+      ->check([](const std::string& v) {
+        return nlohmann::json::accept(v) ? std::string() : std::string("--response-format is not valid JSON");
+      });
   cmd->add_option("--output-json", o->output_json, "Also write the results, with per-request lists, to this JSON file");
   cmd->callback([o] { run_bench_serve(*o); });
 }

@@ -53,14 +53,16 @@ std::vector<int32_t> ordinary_token_ids(const tokenizer::Tokenizer& tok) {
 
 Json request_body(const ServeBenchConfig& c, const std::vector<int32_t>& prompt) {
   // The fields vllm bench serve sends for the openai backend.
-  return {{"model", c.model},
-          {"prompt", prompt},
-          {"max_tokens", c.output_len},
-          {"temperature", 0.0},
-          {"repetition_penalty", 1.0},
-          {"ignore_eos", true},
-          {"stream", true},
-          {"stream_options", {{"include_usage", true}}}};
+  Json body = {{"model", c.model},
+               {"prompt", prompt},
+               {"max_tokens", c.output_len},
+               {"temperature", 0.0},
+               {"repetition_penalty", 1.0},
+               {"ignore_eos", true},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  if (!c.response_format.empty()) body["response_format"] = Json::parse(c.response_format);
+  return body;
 }
 
 // Caps requests in flight at `limit` (0: no cap) and remembers the most seen at once.

@@ -26,6 +26,7 @@ struct ServeBenchConfig {
   int32_t output_len = 64;
   uint64_t seed = 0;
   int32_t num_warmups = 1;  // requests sent and waited for before timing starts, not counted
+  std::string response_format;  // JSON sent as each request's "response_format" (structured output); empty: none
 };
 
 struct ServeBenchReport {

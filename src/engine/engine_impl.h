@@ -61,11 +61,12 @@ class EngineImpl final : public Engine {
   // Ends the request: one final Output carrying `last` (its final token and text, if any), usage and timings.
   void finish(int64_t seq_id, FinishReason reason, std::string stop_reason = {}, Status error = {}, Output last = {});
   void emit(RequestState& state, Output out);
-  // Structured output (structured_output.cc): compiles the request's schema at submit; fills this step's
-  // masks (rows without a schema get an empty span); moves the matcher over an accepted token and says
-  // whether the document is complete.
+  // Structured output (structured_output.cc): compiles the request's schema at submit; lays out this
+  // step's masks (rows without a schema get an empty span) and fills them (on the GPU path while the
+  // forward runs); moves the matcher over an accepted token and says whether the document is complete.
   Status attach_schema(RequestState& state, const std::optional<std::string>& json_schema);
-  std::vector<std::span<const uint32_t>> step_masks(const core::BatchPlan& plan);
+  std::vector<std::span<uint32_t>> layout_masks(const core::BatchPlan& plan);
+  void fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   Expected<bool> advance_schema(RequestState& state, int32_t token);
   void refresh_gauges();
 

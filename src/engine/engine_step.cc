@@ -113,7 +113,7 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
   row_outputs_.reserve(num_rows);  // row_outputs() hands out spans into it
   std::vector<sample::RowSampling> rows;
   rows.reserve(num_rows);
-  const std::vector<std::span<const uint32_t>> masks = step_masks(plan);
+  const std::vector<std::span<uint32_t>> masks = layout_masks(plan);
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     const core::ScheduledSeq& s = plan.seqs[k];
     const RequestState& state = *requests_.at(s.seq_id);
@@ -123,9 +123,11 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
   }
   if (runner_->samples_on_device()) {
     // The backend samples where the logits are; only the chosen tokens come back.
-    DRIFT_ASSIGN_OR_RETURN(std::span<const sample::SampleResult> picked, runner_->step_and_sample(plan, rows));
+    DRIFT_ASSIGN_OR_RETURN(std::span<const sample::SampleResult> picked,
+                           runner_->step_and_sample(plan, rows, [&] { fill_masks(plan, masks); }));
     return std::vector<sample::SampleResult>(picked.begin(), picked.end());
   }
+  fill_masks(plan, masks);
   DRIFT_ASSIGN_OR_RETURN(std::span<const float> logits, runner_->step(plan));
   const size_t vocab = size_t(model_->vocab_size());
   std::vector<float> row(vocab);

@@ -32,8 +32,8 @@ Status EngineImpl::attach_schema(RequestState& state, const std::optional<std::s
   return Status::Ok();
 }
 
-std::vector<std::span<const uint32_t>> EngineImpl::step_masks(const core::BatchPlan& plan) {
-  std::vector<std::span<const uint32_t>> masks(plan.seqs.size());
+std::vector<std::span<uint32_t>> EngineImpl::layout_masks(const core::BatchPlan& plan) {
+  std::vector<std::span<uint32_t>> masks(plan.seqs.size());
   size_t constrained = 0;
   for (const core::ScheduledSeq& s : plan.seqs) constrained += requests_.at(s.seq_id)->matcher ? 1 : 0;
   // A constrained request came through the inbox after attach_schema built the index: reading it is safe.
@@ -42,16 +42,21 @@ std::vector<std::span<const uint32_t>> EngineImpl::step_masks(const core::BatchP
   masks_.resize(constrained * words);  // sized before any span into it is taken
   size_t next = 0;
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
-    const RequestState& state = *requests_.at(plan.seqs[k].seq_id);
-    if (!state.matcher || runner::ModelRunner::num_logits(plan.seqs[k]) == 0) continue;
-    const std::span<uint32_t> mask(masks_.data() + next * words, words);
-    const std::span<const int32_t> stops =
-        state.request.ignore_eos ? std::span<const int32_t>() : std::span<const int32_t>(eos_token_ids_);
-    vocab_index_->allowed(*state.matcher, stops, mask);
-    masks[k] = mask;
+    if (!requests_.at(plan.seqs[k].seq_id)->matcher || runner::ModelRunner::num_logits(plan.seqs[k]) == 0) continue;
+    masks[k] = std::span<uint32_t>(masks_.data() + next * words, words);
     ++next;
   }
   return masks;
+}
+
+void EngineImpl::fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks) {
+  for (size_t k = 0; k < plan.seqs.size(); ++k) {
+    if (masks[k].empty()) continue;
+    const RequestState& state = *requests_.at(plan.seqs[k].seq_id);
+    const std::span<const int32_t> stops =
+        state.request.ignore_eos ? std::span<const int32_t>() : std::span<const int32_t>(eos_token_ids_);
+    vocab_index_->allowed(*state.matcher, stops, masks[k]);
+  }
 }
 
 Expected<bool> EngineImpl::advance_schema(RequestState& state, int32_t token) {

@@ -296,7 +296,8 @@ Expected<std::span<const float>> ModelRunner::step(std::span<const SeqStep> seqs
 }
 
 Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
-    std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling) {
+    std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
+    const std::function<void()>& while_running) {
   if (sampler_ == nullptr)
     return unsupported(fmt::format("the {} backend's runner has no device sampler", ops_.name()));
   size_t rows = 0;
@@ -306,6 +307,7 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
                                         sampling.size()));
   const bool graphs = config_.cuda_graphs && ops_.supports_capture();
   DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, graphs));
+  if (while_running) while_running();
   if (num_logits == 0) return std::span<const sample::SampleResult>();
   return sampler_->sample(logits_.view.slice(0, num_logits), sampling);
 }
@@ -330,8 +332,9 @@ std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan) {
 Expected<std::span<const float>> ModelRunner::step(const core::BatchPlan& plan) { return step(rows_of(plan)); }
 
 Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
-    const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling) {
-  return step_and_sample(rows_of(plan), sampling);
+    const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
+    const std::function<void()>& while_running) {
+  return step_and_sample(rows_of(plan), sampling, while_running);
 }
 
 }  // namespace drift::runner

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,14 +70,18 @@ class ModelRunner {
   Expected<std::span<const float>> step(std::span<const SeqStep> seqs);
   // Runs one step and samples one token from every logits row on the device, with sampling[i] for the
   // i-th row; only the results come back to the host (valid until the next step). Needs a device sampler.
+  // `while_running` (optional) runs on the host after the step's work is queued and before sampling
+  // reads `sampling`: host work that only the sampler needs (structured-output masks) overlaps the forward.
   Expected<std::span<const sample::SampleResult>> step_and_sample(std::span<const SeqStep> seqs,
-                                                                  std::span<const sample::RowSampling> sampling);
+                                                                  std::span<const sample::RowSampling> sampling,
+                                                                  const std::function<void()>& while_running = {});
 
   // The same for a scheduled step: each sequence's new tokens, and logits rows for those that sample
   // (samples): its last new token's, or with drafts the last verified token's and each draft's.
   Expected<std::span<const float>> step(const core::BatchPlan& plan);
   Expected<std::span<const sample::SampleResult>> step_and_sample(const core::BatchPlan& plan,
-                                                                  std::span<const sample::RowSampling> sampling);
+                                                                  std::span<const sample::RowSampling> sampling,
+                                                                  const std::function<void()>& while_running = {});
   // Logits rows a scheduled sequence gets: 0, 1, or 1 + its drafts.
   static int32_t num_logits(const core::ScheduledSeq& s);
 
