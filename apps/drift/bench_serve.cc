@@ -73,6 +73,21 @@ void add_bench_serve_command(CLI::App& app) {
       ->check([](const std::string& v) {
         return nlohmann::json::accept(v) ? std::string() : std::string("--response-format is not valid JSON");
       });
+  cmd->add_option_function<std::vector<std::string>>(
+         "--goodput",
+         [&c](const std::vector<std::string>& targets) {
+           for (const std::string& t : targets) {
+             const size_t colon = t.find(':');
+             const std::string key = t.substr(0, colon);
+             const double ms = colon == std::string::npos ? -1 : std::atof(t.c_str() + colon + 1);
+             double* slot = key == "ttft" ? &c.goodput.ttft_ms : key == "tpot" ? &c.goodput.tpot_ms
+                          : key == "e2el" ? &c.goodput.e2el_ms : nullptr;
+             if (slot == nullptr || !(ms > 0)) throw CLI::ValidationError("--goodput", "expected ttft:MS, tpot:MS or e2el:MS, got " + t);
+             *slot = ms;
+           }
+         },
+         "Latency targets, e.g. ttft:500 tpot:50 (ms): also report the rate of requests meeting them all")
+      ->expected(1, 3);
   cmd->add_option("--output-json", o->output_json, "Also write the results, with per-request lists, to this JSON file");
   cmd->callback([o] { run_bench_serve(*o); });
 }

@@ -50,6 +50,11 @@ struct EngineConfig {
   AdmissionPolicy admission = AdmissionPolicy::kGuaranteed;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   int32_t max_waiting_requests = 4096;  // beyond this submit() answers resource_exhausted
+  // SLO-aware scheduling (core/sched/slo_budget.h): with a TPOT target, each step's token budget is chosen
+  // from measured step times to keep decodes within it while the oldest waiting prefill meets the TTFT
+  // target; 0 = off (the fixed max_num_batched_tokens).
+  double slo_ttft_ms = 0;
+  double slo_tpot_ms = 0;
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
   SpeculativeConfig speculative;

@@ -29,8 +29,16 @@ Distribution distribution_ms(const std::vector<double>& seconds) {
   return d;
 }
 
-BenchSummary summarize(const std::vector<RequestResult>& results, double duration_s, int32_t peak_concurrency) {
+static bool meets(const RequestResult& r, const GoodputSlo& slo) {
+  const double tpot = r.output_tokens > 1 ? (r.latency_s - r.ttft_s) / double(r.output_tokens - 1) : 0.0;
+  return (slo.ttft_ms <= 0 || r.ttft_s * 1e3 <= slo.ttft_ms) && (slo.tpot_ms <= 0 || tpot * 1e3 <= slo.tpot_ms) &&
+         (slo.e2el_ms <= 0 || r.latency_s * 1e3 <= slo.e2el_ms);
+}
+
+BenchSummary summarize(const std::vector<RequestResult>& results, double duration_s, int32_t peak_concurrency,
+                       const GoodputSlo& slo) {
   BenchSummary s;
+  int32_t good = 0;
   s.duration_s = duration_s;
   s.peak_concurrency = peak_concurrency;
   std::vector<double> ttfts, tpots, itls, e2els;
@@ -40,6 +48,7 @@ BenchSummary summarize(const std::vector<RequestResult>& results, double duratio
       continue;
     }
     ++s.completed;
+    good += meets(r, slo) ? 1 : 0;
     s.total_input_tokens += r.prompt_len;
     s.total_output_tokens += r.output_tokens;
     ttfts.push_back(r.ttft_s);
@@ -51,6 +60,7 @@ BenchSummary summarize(const std::vector<RequestResult>& results, double duratio
     s.request_throughput = double(s.completed) / duration_s;
     s.output_throughput = double(s.total_output_tokens) / duration_s;
     s.total_token_throughput = double(s.total_input_tokens + s.total_output_tokens) / duration_s;
+    if (slo.any()) s.request_goodput = double(good) / duration_s;
   }
   s.ttft = distribution_ms(ttfts);
   s.tpot = distribution_ms(tpots);

@@ -31,10 +31,18 @@ struct BenchSummary {
   int64_t total_input_tokens = 0, total_output_tokens = 0;
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0;
   int32_t peak_concurrency = 0;
+  double request_goodput = -1;  // requests/s meeting every GoodputSlo target; -1: no targets
   Distribution ttft, tpot, itl, e2el;
 };
 
-BenchSummary summarize(const std::vector<RequestResult>& results, double duration_s, int32_t peak_concurrency);
+// Latency targets for goodput (vLLM's --goodput): a request counts when every set target is met.
+struct GoodputSlo {
+  double ttft_ms = 0, tpot_ms = 0, e2el_ms = 0;  // 0: not a target
+  bool any() const { return ttft_ms > 0 || tpot_ms > 0 || e2el_ms > 0; }
+};
+
+BenchSummary summarize(const std::vector<RequestResult>& results, double duration_s, int32_t peak_concurrency,
+                       const GoodputSlo& slo = {});
 
 // numpy.percentile's default (linear interpolation between closest ranks); 0 for an empty list.
 double percentile(std::vector<double> values, double p);

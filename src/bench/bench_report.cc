@@ -49,6 +49,7 @@ std::string format_table(const ServeBenchReport& r) {
   t += row("Total input tokens:", s.total_input_tokens);
   t += row("Total generated tokens:", s.total_output_tokens);
   t += row("Request throughput (req/s):", s.request_throughput);
+  if (s.request_goodput >= 0) t += row("Request goodput (req/s):", s.request_goodput);
   t += row("Output token throughput (tok/s):", s.output_throughput);
   t += row("Peak concurrent requests:", int64_t(s.peak_concurrency));
   t += row("Total token throughput (tok/s):", s.total_token_throughput);
@@ -80,6 +81,7 @@ nlohmann::json report_json(const ServeBenchReport& r) {
   j["total_input_tokens"] = s.total_input_tokens;
   j["total_output_tokens"] = s.total_output_tokens;
   j["request_throughput"] = s.request_throughput;
+  j["request_goodput"] = s.request_goodput >= 0 ? nlohmann::json(s.request_goodput) : nlohmann::json(nullptr);
   j["output_throughput"] = s.output_throughput;
   j["total_token_throughput"] = s.total_token_throughput;
   j["max_concurrent_requests"] = s.peak_concurrency;

@@ -152,7 +152,7 @@ Expected<ServeBenchReport> run_serve_bench(ServeBenchConfig c) {
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
 
   ServeBenchReport report;
-  report.summary = summarize(results, duration, gate.peak());
+  report.summary = summarize(results, duration, gate.peak(), c.goodput);
   report.config = std::move(c);
   report.requests = std::move(results);
   return report;

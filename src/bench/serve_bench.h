@@ -27,6 +27,7 @@ struct ServeBenchConfig {
   uint64_t seed = 0;
   int32_t num_warmups = 1;  // requests sent and waited for before timing starts, not counted
   std::string response_format;  // JSON sent as each request's "response_format" (structured output); empty: none
+  GoodputSlo goodput;           // targets for the goodput figure (none: not reported)
 };
 
 struct ServeBenchReport {

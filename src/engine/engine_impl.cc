@@ -69,6 +69,9 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
                                         config.kv_cache_bytes));
   if (config.max_model_len < 0)
     return invalid_argument(fmt::format("max_model_len must not be negative (0: the model's), got {}", config.max_model_len));
+  if (config.slo_ttft_ms < 0 || config.slo_tpot_ms < 0)
+    return invalid_argument(fmt::format("slo_ttft_ms and slo_tpot_ms must not be negative (0: off), got {} and {}",
+                                        config.slo_ttft_ms, config.slo_tpot_ms));
   if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
   const SpeculativeConfig& spec = config.speculative;
@@ -170,6 +173,9 @@ Status EngineImpl::build_loop_parts() {
   kv.num_blocks = num_blocks_;
   kv.groups = model_->kv_specs(kv_dtype_);
   DRIFT_ASSIGN_OR_RETURN(scheduler_, core::Scheduler::create(sc, kv));
+  if (config.slo_tpot_ms > 0 || config.slo_ttft_ms > 0)
+    slo_.emplace(core::SloTargets{config.slo_ttft_ms / 1e3, config.slo_tpot_ms / 1e3}, config.max_num_batched_tokens,
+                 std::min(config.max_num_batched_tokens, 16));
 
   metrics_.time_to_first_token_s = Histogram(kTtftBuckets);
   metrics_.time_per_output_token_s = Histogram(kTpotBuckets);

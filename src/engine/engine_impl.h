@@ -11,6 +11,7 @@
 
 #include "backend/ops.h"
 #include "core/sched/scheduler.h"
+#include "core/sched/slo_budget.h"
 #include "drift/engine.h"
 #include "engine/request_state.h"
 #include "model/model.h"
@@ -69,6 +70,8 @@ class EngineImpl final : public Engine {
   void fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   Expected<bool> advance_schema(RequestState& state, int32_t token);
   void refresh_gauges();
+  // SLO-aware scheduling: sets the next step's token budget from the load, and learns from each step.
+  void set_slo_budget();
 
   EngineConfig config_;
   std::string model_name_;
@@ -85,6 +88,7 @@ class EngineImpl final : public Engine {
 
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;
+  std::optional<core::SloBudget> slo_;  // set when the config has latency targets
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
   std::vector<std::vector<int32_t>> row_outputs_;
   // Structured output: the vocabulary's byte trie (built at the first such request) and this step's

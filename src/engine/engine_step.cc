@@ -19,8 +19,24 @@ bool uses_penalties(const SamplingParams& p) {
 
 }  // namespace
 
+void EngineImpl::set_slo_budget() {
+  core::SloBudget::Load load;
+  const auto now = Clock::now();
+  for (const auto& [id, state] : requests_) {
+    const core::Sequence* seq = scheduler_->find(id);
+    if (seq != nullptr && seq->in_decode()) ++load.num_decoding;
+    if (!state->output_tokens.empty()) continue;
+    const double age = seconds_between(state->submitted, now);
+    if (age < load.oldest_wait_s) continue;
+    load.oldest_wait_s = age;
+    load.oldest_prefill_left = seq ? seq->num_tokens() - seq->num_computed : int64_t(state->prompt_tokens.size());
+  }
+  scheduler_->set_token_budget(slo_->budget(load));
+}
+
 void EngineImpl::run_step() {
   propose_drafts();
+  if (slo_) set_slo_budget();
   core::BatchPlan plan = scheduler_->plan();
   scheduler_->commit(plan);
   if (!plan.preempted.empty()) {
@@ -45,7 +61,9 @@ void EngineImpl::run_step() {
     trace::record(trace::Event::kAdmit, s.seq_id, s.seq->num_cached_tokens);
   }
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
+  const auto step_start = Clock::now();
   auto picked = sample_step(plan);
+  if (slo_) slo_->observe(plan.num_tokens, seconds_between(step_start, Clock::now()));
   if (!picked.ok()) {
     trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
     for (const core::ScheduledSeq& s : plan.seqs) {

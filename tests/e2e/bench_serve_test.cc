@@ -61,6 +61,11 @@ TEST(BenchMetricsTest, FollowVllmDefinitions) {
   EXPECT_NEAR(s.ttft.mean_ms, 200.0, 1e-9);
   EXPECT_NEAR(s.itl.mean_ms, 200.0, 1e-9);
   EXPECT_NEAR(s.e2el.median_ms, 400.0, 1e-9);
+  EXPECT_LT(s.request_goodput, 0) << "no targets, no goodput";
+  // Goodput (vLLM's --goodput): a: TTFT 100 ms, TPOT 200 ms; one: TTFT 300 ms, no TPOT.
+  EXPECT_DOUBLE_EQ(bench::summarize({a, one, failed}, 2.0, 2, {.ttft_ms = 150}).request_goodput, 0.5);
+  EXPECT_DOUBLE_EQ(bench::summarize({a, one, failed}, 2.0, 2, {.ttft_ms = 400, .tpot_ms = 150}).request_goodput, 0.5);
+  EXPECT_DOUBLE_EQ(bench::summarize({a, one, failed}, 2.0, 2, {.ttft_ms = 400, .tpot_ms = 250}).request_goodput, 1.0);
   const auto arrivals = bench::arrival_times(2000, 100.0, 1);
   EXPECT_NEAR(arrivals.back() / 2000.0, 0.01, 0.001) << "mean gap 1/rate";
   EXPECT_EQ(bench::arrival_times(3, std::numeric_limits<double>::infinity(), 1), std::vector<double>(3, 0.0));

@@ -3,36 +3,18 @@
 # the default model's tokenizer) driven by `drift bench serve` at rising request rates, as `vllm bench
 # serve` reports it (TTFT, TPOT, ITL). Expects the build of run_cuda_checks.sh (build-gpu/). Prints one
 # table row per rate; logs go to $OUT.
-# Usage: tools/gpu/serve_bench.sh [rates...]   (default: 1 4 16 64)
+# Usage: tools/gpu/serve_bench.sh [rates... | none]   (default: 1 4 16 64; none: only the structured-output rows)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
 DRIFT=build-gpu/apps/drift/drift
 rates=("$@")
 [ ${#rates[@]} -eq 0 ] && rates=(1 4 16 64)
-model=/tmp/drift-llama-8b-shape
-mkdir -p "$model"
-cp models/default/tokenizer.json models/default/tokenizer_config.json "$model/"
-cat >"$model/config.json" <<'JSON'
-{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
- "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
- "vocab_size": 128256, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
- "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                  "original_max_position_embeddings": 8192},
- "tie_word_embeddings": false, "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
-JSON
-"$DRIFT" serve -m "$model" --random-weights --device cuda --port 0 --max-model-len 2048 --max-num-seqs 128 \
-  --no-access-log >"$OUT/serve.log" 2>&1 &
-server=$!
-trap 'kill -9 $server 2>/dev/null' EXIT
-port=""
-for _ in $(seq 1 1500); do
-  port=$(grep -oE 'on http://127\.0\.0\.1:[0-9]+' "$OUT/serve.log" | grep -oE '[0-9]+$')
-  [ -n "$port" ] && break
-  kill -0 $server 2>/dev/null || break
-  sleep 0.2
-done
-[ -n "$port" ] || { echo "drift serve did not start"; tail -20 "$OUT/serve.log"; exit 1; }
+[ "${rates[0]}" = none ] && rates=()
+. tools/gpu/serve_common.sh
+start_server "$OUT/serve.log" || exit 1
+port=$PORT
+trap 'kill -9 $SERVER_PID 2>/dev/null' EXIT
 echo "| rate (req/s) | prompts | req/s done | output tok/s | TTFT mean / p99 ms | TPOT mean / p99 ms | ITL mean / p99 ms |"
 echo "|---:|---:|---:|---:|---:|---:|---:|"
 for rate in "${rates[@]}"; do
@@ -73,5 +55,4 @@ print(f"| {sys.argv[2]} | {r['output_throughput']:.0f} | {r['mean_itl_ms']:.2f} 
       f"{r['mean_tpot_ms']:.2f} | {r['total_output_tokens'] / max(r['completed'], 1):.1f} |")
 PY
 done
-kill -TERM $server
-wait $server
+stop_server

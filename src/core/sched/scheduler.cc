@@ -48,6 +48,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const KvConfig& kv)
       has_window_(std::any_of(windows_.begin(), windows_.end(), [](int32_t w) { return w > 0; })),
       prefix_(kv.block_size, kv.num_blocks, windows_of(kv)),
       waiting_(WaitOrder{config.policy}) {
+  token_budget_ = config.max_num_batched_tokens;
   Status config_ok = config.validate();
   DRIFT_CHECK(config_ok.ok(), "{}", config_ok.message());
   Status kv_ok = kv.validate();
@@ -111,6 +112,10 @@ Status Scheduler::add(Sequence seq) {
   enqueue_waiting(s);
   seqs_.emplace(s.seq_id, std::move(owned));
   return Status::Ok();
+}
+
+void Scheduler::set_token_budget(int32_t tokens) {
+  token_budget_ = std::clamp(tokens, 1, config_.max_num_batched_tokens);
 }
 
 Status Scheduler::abort(SeqId id) {

@@ -55,6 +55,10 @@ class Scheduler {
   Status abort(SeqId id);
 
   BatchPlan plan() const;
+  // Tokens the next plans may compute, at most max_num_batched_tokens (an SLO policy lowers it to keep
+  // steps short); at least 1.
+  void set_token_budget(int32_t tokens);
+  int32_t token_budget() const { return token_budget_; }
   void commit(const BatchPlan& plan);
   void on_step_done(const BatchPlan& plan);
 
@@ -137,6 +141,7 @@ class Scheduler {
   int64_t step_ = 0;
   uint64_t version_ = 1;            // bumped by every change a plan depends on
   uint64_t committed_version_ = 0;  // version of the latest committed plan
+  int32_t token_budget_ = 0;        // set_token_budget(); max_num_batched_tokens until then
   bool step_open_ = false;          // committed, on_step_done() not called yet
   SchedulerMetrics metrics_;
 };

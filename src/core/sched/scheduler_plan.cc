@@ -23,7 +23,7 @@ class Scheduler::Planner {
         guaranteed_(cfg_.admission == AdmissionPolicy::kGuaranteed),
         delta_(sched.pools_.size()),
         outstanding_(sched.outstanding_blocks_),
-        budget_(cfg_.max_num_batched_tokens),
+        budget_(sched.token_budget_),
         marks_(sched.running_.size(), Mark::kUntouched) {
     for (const BlockPool& pool : sched.pools_) free_.push_back(pool.num_free());
   }
