@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-dev pybind11-dev
   nodejs
+  tmux  # tests/cli/chat_test.cc types into `drift chat` on a terminal
 )
 
 missing=()

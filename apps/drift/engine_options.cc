@@ -70,6 +70,23 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--policy", c.policy, "Order of waiting requests: fcfs or small-first")
       ->transform(CLI::CheckedTransformer(policy, CLI::ignore_case).description("{fcfs,small-first}"))
       ->default_str(c.policy == SchedulingPolicy::kFcfs ? "fcfs" : "small-first");
+  cmd.add_option("--slo-tpot-ms", c.slo_tpot_ms,
+                 "SLO-aware scheduling: keep steps within this time per output token while decodes run (0: off)")
+      ->check(at_least(0))->capture_default_str();
+  cmd.add_option("--slo-ttft-ms", c.slo_ttft_ms,
+                 "SLO-aware scheduling: give the oldest waiting prefill the budget to reach its first token in time")
+      ->check(at_least(0))->capture_default_str();
+}
+
+void add_sampling_options(CLI::App& cmd, SamplingParams& s) {
+  cmd.add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "Keep the k most likely tokens (0: off)");
+  cmd.add_option("--top-p", s.top_p, "Nucleus sampling mass (1: off)");
+  cmd.add_option("--min-p", s.min_p, "Drop tokens below min_p x the top probability (0: off)");
+  cmd.add_option("--repetition-penalty", s.repetition_penalty, "1: off");
+  cmd.add_option("--presence-penalty", s.presence_penalty, "0: off");
+  cmd.add_option("--frequency-penalty", s.frequency_penalty, "0: off");
+  cmd.add_option("--seed", s.seed, "Seed for reproducible sampling");
 }
 
 }  // namespace drift::cli

@@ -1,4 +1,4 @@
-// The commands added after the first release: serve and bench serve.
+// The commands added after the first release: serve, bench serve and chat.
 #include "commands.h"
 
 namespace drift::cli {
@@ -6,6 +6,7 @@ namespace drift::cli {
 void add_extra_commands(CLI::App& app) {
   add_serve_command(app);
   add_bench_serve_command(app);
+  add_chat_command(app);
 }
 
 }  // namespace drift::cli

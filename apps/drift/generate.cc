@@ -145,14 +145,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-n,--max-tokens", o->request.max_tokens, "Tokens to generate (at least 1)")
       ->check(at_least(1))->capture_default_str();
   o->request.sampling.temperature = 0.0f;
-  cmd->add_option("--temperature", o->request.sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", o->request.sampling.top_k, "Keep the k most likely tokens (0: off)");
-  cmd->add_option("--top-p", o->request.sampling.top_p, "Nucleus sampling mass (1: off)");
-  cmd->add_option("--min-p", o->request.sampling.min_p, "Drop tokens below min_p x the top probability (0: off)");
-  cmd->add_option("--repetition-penalty", o->request.sampling.repetition_penalty, "1: off");
-  cmd->add_option("--presence-penalty", o->request.sampling.presence_penalty, "0: off");
-  cmd->add_option("--frequency-penalty", o->request.sampling.frequency_penalty, "0: off");
-  cmd->add_option("--seed", o->request.sampling.seed, "Seed for reproducible sampling");
+  add_sampling_options(*cmd, o->request.sampling);
   cmd->add_option("--stop", o->request.stop, "Stop string (repeatable)");
   cmd->add_flag("--ignore-eos", o->request.ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_option("--output", o->output, "text: stream the continuation; json: one JSON object per prompt")

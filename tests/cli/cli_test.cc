@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "cli_run.h"
 #include "drift/model_info.h"
 #include "drift/perplexity.h"
 #ifdef DRIFT_HAVE_CUDA
@@ -20,24 +21,7 @@
 namespace drift::testing {
 namespace {
 
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
 
-CommandRun drift(const std::string& args) {
-  const std::string command = std::string(DRIFT_BINARY) + " " + args + " 2>&1";
-  CommandRun r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
-
-std::string fixture(const std::string& name) { return std::string(DRIFT_FIXTURES_DIR) + "/models/" + name; }
 
 void expect_clean_failure(const CommandRun& r) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
