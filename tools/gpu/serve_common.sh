@@ -26,7 +26,7 @@ start_server() {
   SERVER_PID=$!
   PORT=""
   for _ in $(seq 1 1500); do
-    PORT=$(grep -oE 'on http://127\.0\.0\.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
+    PORT=$(grep -soE 'on http://127\.0\.0\.1:[0-9]+' "$log" | grep -oE '[0-9]+$')
     [ -n "$PORT" ] && return 0
     kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.2
