@@ -55,6 +55,7 @@ std::vector<BadCase> bad_cases() {
       {"frequency_penalty out of range", kC, completion("\"frequency_penalty\": -2.5"), 400, "frequency_penalty"},
       {"repetition_penalty zero", kC, completion("\"repetition_penalty\": 0"), 400, "repetition_penalty"},
       {"n zero", kC, completion("\"n\": 0"), 400, "n"},
+      {"priority is a string", kC, completion("\"priority\": \"high\""), 400, "priority"},
       {"n fractional", kC, completion("\"n\": 1.5"), 400, "n"},
       {"stop is a number", kC, completion("\"stop\": 5"), 400, "stop"},
       {"stop holds an empty string", kC, completion("\"stop\": [\"\"]"), 400, "stop"},
