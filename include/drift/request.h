@@ -25,6 +25,8 @@ struct Request {
   // Structured output: the reply is a JSON document matching this JSON Schema (as JSON text); "{}" or
   // "null" for any JSON object. Unset: free text. Tokens are masked each step, so it always matches.
   std::optional<std::string> json_schema;
+  // Literal text the JSON document is wrapped in (a forced tool call: "<tool_call>\n" ... "\n</tool_call>").
+  std::string json_prefix, json_suffix;
   int32_t priority = 0;                // lower runs first
   std::string cache_namespace;         // prefix-cache namespace (adapters, retrofits)
 };

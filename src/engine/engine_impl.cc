@@ -220,7 +220,7 @@ Expected<std::string> EngineImpl::submit(Request request, OutputCallback on_outp
   state->seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
   state->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_);
   state->stop_matcher = std::make_unique<StopMatcher>(request.stop);
-  DRIFT_RETURN_IF_ERROR(attach_schema(*state, request.json_schema));
+  DRIFT_RETURN_IF_ERROR(attach_schema(*state, request));
   state->submitted = Clock::now();
   state->on_output = std::move(on_output);
 

@@ -65,7 +65,7 @@ class EngineImpl final : public Engine {
   // Structured output (structured_output.cc): compiles the request's schema at submit; lays out this
   // step's masks (rows without a schema get an empty span) and fills them (on the GPU path while the
   // forward runs); moves the matcher over an accepted token and says whether the document is complete.
-  Status attach_schema(RequestState& state, const std::optional<std::string>& json_schema);
+  Status attach_schema(RequestState& state, const Request& request);
   std::vector<std::span<uint32_t>> layout_masks(const core::BatchPlan& plan);
   void fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   Expected<bool> advance_schema(RequestState& state, int32_t token);

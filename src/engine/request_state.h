@@ -32,8 +32,13 @@ struct RequestState {
   int32_t num_cached_tokens = 0;
   Clock::time_point submitted, first_scheduled, first_token, last_token;
   bool scheduled = false;
-  // Structured output: the schema and where the reply stands in it.
-  std::shared_ptr<const structured::CompiledSchema> schema;
+  // Structured output: the schema with the text around it, and where the reply stands in them (the
+  // matcher points into `structured`).
+  struct Structured {
+    structured::CompiledSchema schema;
+    std::string prefix, suffix;
+  };
+  std::unique_ptr<const Structured> structured;
   std::optional<structured::JsonMatcher> matcher;
 };
 

@@ -16,16 +16,18 @@ constexpr int32_t kMaxWhitespace = 2;
 
 }  // namespace
 
-Status EngineImpl::attach_schema(RequestState& state, const std::optional<std::string>& json_schema) {
-  if (!json_schema) return Status::Ok();
-  const std::string& text = *json_schema;
+Status EngineImpl::attach_schema(RequestState& state, const Request& request) {
+  if (!request.json_schema) return Status::Ok();
+  const std::string& text = *request.json_schema;
   nlohmann::json schema = text.empty() ? nlohmann::json() : nlohmann::json::parse(text, nullptr, false);
   if (schema.is_discarded()) return invalid_argument("json_schema is not valid JSON");
   // "{}" is the empty schema, which any value matches; structured output asks for an object then.
   if (schema.is_object() && schema.empty()) schema = nullptr;
   DRIFT_ASSIGN_OR_RETURN(structured::CompiledSchema compiled, structured::CompiledSchema::compile(schema));
-  state.schema = std::make_shared<const structured::CompiledSchema>(std::move(compiled));
-  state.matcher.emplace(state.schema->root(), kMaxWhitespace);
+  state.structured = std::make_unique<const RequestState::Structured>(
+      RequestState::Structured{std::move(compiled), request.json_prefix, request.json_suffix});
+  const RequestState::Structured& s = *state.structured;
+  state.matcher.emplace(s.schema.root(), kMaxWhitespace, &s.prefix, &s.suffix);
   std::call_once(vocab_index_once_, [this] {
     vocab_index_ = std::make_unique<structured::VocabIndex>(*tokenizer_, int32_t(model_->vocab_size()));
   });

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "server/common_fields.h"
+#include "server/forced_tool_call.h"
 
 namespace drift::server {
 
@@ -120,8 +121,8 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
                                          t.contains("function") && t["function"].is_object() &&
                                          t["function"].contains("name") && t["function"]["name"].is_string()))
         f.fail(bad_request(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i), "tools"));
-  if (const Json* choice = f.get("tool_choice"); choice && !(*choice == "none" || *choice == "auto"))
-    f.fail(bad_request("'tool_choice' may only be \"none\" or \"auto\": forced tool calls are not supported", "tool_choice"));
+  auto forced = forced_tool(f.get("tool_choice"), tools);
+  if (!forced.ok()) f.fail(forced.error());
   const Json* kwargs = f.get("chat_template_kwargs");
   if (kwargs && !kwargs->is_object())
     f.fail(bad_request(fmt::format("'chat_template_kwargs' must be an object, got {}", json_type_name(*kwargs)), "chat_template_kwargs"));
@@ -145,6 +146,8 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
     return bad_request("'tools' were given, but this model's chat template uses no tool-call format Drift parses "
                        "(Hermes <tool_call>, Llama 3 <|python_tag|> JSON, harmony)",
                        "tools");
+  if (forced.ok() && *forced)
+    if (auto e = force_tool_call(format.tools, **forced, base)) return *e;
   // The engine tokenizes it, as it does a completion's text; the template wrote the special tokens.
   Request prompt;
   prompt.prompt = std::move(*rendered);

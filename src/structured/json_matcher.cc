@@ -41,10 +41,30 @@ bool may_start(const SchemaNode& node, uint8_t byte) {
 
 }  // namespace
 
-JsonMatcher::JsonMatcher(const SchemaNode* root, int32_t max_whitespace) : max_whitespace_(max_whitespace) {
+// The document frame: phase 0 while the prefix is matched (pos bytes so far), 1 once the value is done and
+// the suffix is matched (count bytes so far).
+JsonMatcher::JsonMatcher(const SchemaNode* root, int32_t max_whitespace, const std::string* prefix,
+                         const std::string* suffix)
+    : root_(root), prefix_(prefix), suffix_(suffix), max_whitespace_(max_whitespace) {
   stack_.reserve(16);
-  push({.kind = Kind::kDocument});
-  push({.kind = Kind::kValue, .node = root});
+  const bool has_prefix = prefix_ != nullptr && !prefix_->empty();
+  push({.kind = Kind::kDocument, .phase = uint8_t(has_prefix ? 0 : 1)});
+  if (!has_prefix) push({.kind = Kind::kValue, .node = root});
+}
+
+JsonMatcher::Step JsonMatcher::document(Frame& f, uint8_t byte) {
+  if (f.phase == 0) {
+    if (uint8_t((*prefix_)[size_t(f.pos)]) != byte) return Step::kReject;
+    if (size_t(++f.pos) == prefix_->size()) {
+      f.phase = 1;
+      push({.kind = Kind::kValue, .node = root_});
+    }
+    return Step::kConsumed;
+  }
+  if (suffix_ == nullptr || size_t(f.count) >= suffix_->size() || uint8_t((*suffix_)[size_t(f.count)]) != byte)
+    return Step::kReject;  // nothing after the document but its suffix
+  ++f.count;
+  return Step::kConsumed;
 }
 
 bool JsonMatcher::whitespace(uint8_t byte) {
@@ -74,7 +94,7 @@ bool JsonMatcher::advance(std::string_view bytes) {
 
 JsonMatcher::Step JsonMatcher::step(Frame& f, uint8_t byte) {
   switch (f.kind) {
-    case Kind::kDocument: return Step::kReject;  // nothing after the document
+    case Kind::kDocument: return document(f, byte);
     case Kind::kValue: return value(f, byte);
     case Kind::kObject: return f.phase == 5 ? object_key(f, byte) : object(f, byte);
     case Kind::kArray: return array(f, byte);
@@ -392,11 +412,12 @@ bool JsonMatcher::can_end() const {
   // A complete number or literal ends with the text; so does everything it closes.
   if (top > 0 && stack_[top - 1].kind == Kind::kNumber && number_complete(stack_[top - 1])) --top;
   else if (top > 0 && stack_[top - 1].kind == Kind::kLiteral && literal_complete(stack_[top - 1])) --top;
-  return top == 1 && stack_[0].kind == Kind::kDocument;
+  const size_t suffix = suffix_ ? suffix_->size() : 0;
+  return top == 1 && stack_[0].phase == 1 && size_t(stack_[0].count) == suffix;
 }
 
 bool JsonMatcher::finished() const {
-  if (stack_.size() == 1) return true;
+  if (stack_.size() == 1 && can_end()) return true;
   if (!can_end()) return false;
   // Complete but still open to more (a number's digits, a literal's longer candidate): finished only
   // when no byte continues it.

@@ -22,7 +22,10 @@ bool is_complete_utf8(std::string_view bytes);
 
 class JsonMatcher {
  public:
-  JsonMatcher(const SchemaNode* root, int32_t max_whitespace);
+  // `prefix` and `suffix` (optional, owned by the caller and outliving the matcher): literal text the
+  // document must be wrapped in, e.g. a tool-call format's "<tool_call>\n" and "\n</tool_call>".
+  JsonMatcher(const SchemaNode* root, int32_t max_whitespace, const std::string* prefix = nullptr,
+              const std::string* suffix = nullptr);
 
   // Feeds one byte; false (and the matcher unchanged in meaning, but unusable) when no valid text
   // continues this way. Callers test on a copy.
@@ -68,7 +71,12 @@ class JsonMatcher {
   static bool number_complete(const Frame& f);
   static bool object_may_close(const Frame& f);
 
+  Step document(Frame& f, uint8_t byte);
+
   std::vector<Frame> stack_;
+  const SchemaNode* root_ = nullptr;
+  const std::string* prefix_ = nullptr;
+  const std::string* suffix_ = nullptr;
   int32_t max_whitespace_ = 0;
   int32_t whitespace_run_ = 0;
 };

@@ -224,3 +224,55 @@ TEST(ToolCalls, ToolsForATemplateWithoutAToolFormatAreRefused) {
 
 }  // namespace
 }  // namespace drift::e2e
+
+namespace drift::e2e {
+namespace {
+
+// A real model (the random fixture) made to call a tool: tool_choice names it, and structured output holds
+// the reply to a Hermes call whose arguments validate against the tool's parameters.
+std::string hermes_fixture_dir() {
+  static const std::string dir = [] {
+    const fs::path d = fs::temp_directory_path() / ("drift-tools-real-" + std::to_string(getpid())) / "llama";
+    fs::create_directories(d);
+    for (const auto& entry : fs::directory_iterator(fixture_model_dir()))
+      fs::copy_file(entry.path(), d / entry.path().filename(), fs::copy_options::overwrite_existing);
+    // Short, so a call fits in the fixture's 256-token context: the tools are not spelled out in the prompt,
+    // and the comment is what marks the template as Hermes.
+    std::ofstream(d / "chat_template.jinja")
+        << "{# replies use <tool_call></tool_call> #}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+           "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    return d.string();
+  }();
+  return dir;
+}
+
+TEST(ToolCalls, ANamedToolChoiceForcesAValidCall) {
+  TestServer server(TestServerOptions{.model_dir = hermes_fixture_dir()});
+  Json tools = kTools;
+  tools[0]["function"]["parameters"]["properties"]["city"]["maxLength"] = 12;
+  tools[0]["function"]["parameters"]["required"] = {"city"};
+  tools[0]["function"]["parameters"]["additionalProperties"] = false;
+  for (const Json& choice : {Json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}, Json("required")}) {
+    for (int seed = 0; seed < 3; ++seed) {
+      const Json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}}, {"tools", tools},
+                         {"tool_choice", choice}, {"temperature", 1}, {"seed", seed}};
+      const HttpReply r = post_json(server, "/v1/chat/completions", body);
+      ASSERT_EQ(r.status, 200) << r.body << "\nchoice " << choice;
+      const Json& c = r.json["choices"][0];
+      ASSERT_EQ(c["finish_reason"], "tool_calls") << r.body;
+      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
+      EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+      const Json args = Json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+      ASSERT_TRUE(args.is_object() && args.size() == 1 && args["city"].is_string()) << args;
+      EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
+    }
+  }
+  const Json unknown = {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"tools", tools},
+                        {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}};
+  const HttpReply refused = post_json(server, "/v1/chat/completions", unknown);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json["error"]["param"], "tool_choice");
+}
+
+}  // namespace
+}  // namespace drift::e2e

@@ -1,5 +1,6 @@
 // drift serve through the official OpenAI Node client (pinned in package-lock.json), as an application
-// uses it: models, chat and completions in full and streamed, the errors it raises, and an aborted stream.
+// uses it: models, chat and completions in full and streamed, the errors it raises, an aborted stream,
+// structured output and tool calls (forced by tool_choice, since the fixture's weights are random).
 // run.sh starts the server and passes DRIFT_URL, DRIFT_API_KEY and DRIFT_MODEL.
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -120,4 +121,55 @@ test("structured output: json_schema replies parse and follow the schema", async
   const chunks = await collect(await client.chat.completions.create({ ...request, stream: true }));
   const text = chunks.flatMap((c) => c.choices.map((ch) => ch.delta.content ?? "")).join("");
   assert.equal(text, full.choices[0].message.content);
+});
+
+test("tools: a named tool_choice gives a call the client reads, full and streamed", async () => {
+  const tools = [
+    {
+      type: "function",
+      function: {
+        name: "get_weather",
+        description: "The weather in a city",
+        parameters: {
+          type: "object",
+          properties: { city: { type: "string", maxLength: 10 } },
+          required: ["city"],
+          additionalProperties: false,
+        },
+      },
+    },
+  ];
+  const request = {
+    model,
+    messages: [{ role: "user", content: "Weather?" }],
+    tools,
+    tool_choice: { type: "function", function: { name: "get_weather" } },
+    temperature: 1,
+    seed: 2,
+  };
+  const full = await client.chat.completions.create(request);
+  assert.equal(full.choices[0].finish_reason, "tool_calls");
+  const call = full.choices[0].message.tool_calls[0];
+  assert.equal(call.type, "function");
+  assert.equal(call.function.name, "get_weather");
+  assert.equal(typeof JSON.parse(call.function.arguments).city, "string");
+
+  const chunks = await collect(await client.chat.completions.create({ ...request, stream: true }));
+  const deltas = chunks.flatMap((c) => c.choices.flatMap((ch) => ch.delta.tool_calls ?? []));
+  assert.equal(deltas.length, 1);
+  assert.equal(deltas[0].function.name, "get_weather");
+  assert.equal(deltas[0].function.arguments, call.function.arguments);
+  assert.equal(chunks.at(-1).choices[0].finish_reason, "tool_calls");
+  // The call and its result go back as history.
+  const after = await client.chat.completions.create({
+    model,
+    messages: [
+      ...request.messages,
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", tool_call_id: call.id, content: "sunny" },
+    ],
+    tools,
+    max_tokens: 4,
+  });
+  assert.equal(after.choices.length, 1);
 });

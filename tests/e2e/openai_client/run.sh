@@ -14,8 +14,9 @@ cp "$here/package.json" "$here/package-lock.json" "$here/client.test.mjs" "$work
 
 model="$work/llama"
 rm -rf "$model" && mkdir -p "$model" && cp "$fixture"/* "$model/"
+# Llama 3's turns; the comment marks it as a Hermes tool-call template (<tool_call> replies), so tools work.
 cat >"$model/chat_template.jinja" <<'TEMPLATE'
-{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>
+{# <tool_call> #}{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>
 
 {{ message['content'] | trim }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
 

@@ -1,0 +1,58 @@
+#include "server/forced_tool_call.h"
+
+#include <fmt/format.h>
+
+namespace drift::server {
+
+ApiResult<std::optional<Json>> forced_tool(const Json* choice, const Json* tools) {
+  if (choice == nullptr || choice->is_null() || *choice == "none" || *choice == "auto") return std::optional<Json>();
+  const Json no_tools = Json::array();
+  const Json& list = tools && tools->is_array() ? *tools : no_tools;
+  if (*choice == "required") {
+    // Several tools would need the model to choose among them inside one grammar; one tool is a name.
+    if (list.size() != 1)
+      return bad_request(fmt::format("'tool_choice': \"required\" is supported with exactly one tool, got {}; name "
+                                     "the function instead",
+                                     list.size()),
+                         "tool_choice");
+    return std::optional<Json>(list[0]);
+  }
+  const bool named = choice->is_object() && choice->value("type", std::string()) == "function" &&
+                     choice->contains("function") && (*choice)["function"].is_object() &&
+                     (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string();
+  if (!named)
+    return bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                       "\"function\": {\"name\": ...}}",
+                       "tool_choice");
+  const std::string name = (*choice)["function"]["name"];
+  for (const Json& t : list) {
+    const Json* function = t.is_object() && t.contains("function") ? &t["function"] : nullptr;
+    if (function && function->is_object() && function->value("name", std::string()) == name) return std::optional<Json>(t);
+  }
+  return bad_request(fmt::format("'tool_choice' names '{}', which is not among the tools", name), "tool_choice");
+}
+
+std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tool, Request& request) {
+  const Json& function = tool["function"];
+  const Json parameters = function.contains("parameters") ? function["parameters"] : Json{{"type", "object"}};
+  const char* arguments_key = format == ToolFormat::kLlama3Json ? "parameters" : "arguments";
+  const Json schema = {{"type", "object"},
+                       {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
+                       {"required", {"name", arguments_key}},
+                       {"additionalProperties", false}};
+  request.json_schema = schema.dump();
+  switch (format) {
+    case ToolFormat::kHermes:
+      request.json_prefix = "<tool_call>\n";
+      request.json_suffix = "\n</tool_call>";
+      return std::nullopt;
+    case ToolFormat::kLlama3Json:
+      return std::nullopt;
+    default:
+      return bad_request("a forced tool call ('tool_choice' \"required\" or a named function) is supported for "
+                         "Hermes and Llama 3 JSON tool formats, not this model's",
+                         "tool_choice");
+  }
+}
+
+}  // namespace drift::server
