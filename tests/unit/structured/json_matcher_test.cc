@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "schema_cases.h"
 
 namespace drift::structured {
@@ -87,6 +89,32 @@ TEST(JsonMatcher, RandomSchemasGiveDocumentsThatParseAndValidate) {
     }
   }
   EXPECT_GT(documents, 1000) << "too few documents finished to mean anything";
+}
+
+}  // namespace
+}  // namespace drift::structured
+
+namespace drift::structured {
+namespace {
+
+// A forced tool call: the document inside fixed text, nothing but that text around it.
+TEST(JsonMatcher, PrefixAndSuffixWrapTheDocument) {
+  const auto schema = CompiledSchema::compile(Json::parse(R"({"type": "object", "properties": {"n": {"type": "integer"}},
+      "required": ["n"], "additionalProperties": false})"));
+  ASSERT_TRUE(schema.ok());
+  const std::string prefix = "<tool_call>\n", suffix = "\n</tool_call>";
+  auto take = [&](std::string_view text) {
+    JsonMatcher m(schema->root(), 2, &prefix, &suffix);
+    size_t i = 0;
+    while (i < text.size() && m.advance(uint8_t(text[i]))) ++i;
+    return std::make_tuple(i, m.can_end(), m.finished());
+  };
+  const std::string whole = "<tool_call>\n{\"n\": 12}\n</tool_call>";
+  EXPECT_EQ(take(whole), std::make_tuple(whole.size(), true, true));
+  EXPECT_EQ(take("<tool_call>\n{\"n\": 12}"), std::make_tuple(size_t(21), false, false)) << "the suffix is due";
+  EXPECT_EQ(std::get<0>(take("<tool_cal {")), 9u) << "the prefix is literal";
+  EXPECT_EQ(std::get<0>(take("<tool_call>\n{\"n\": 1} \n</tool_call>")), 20u) << "nothing between document and suffix";
+  EXPECT_EQ(std::get<0>(take(whole + "x")), whole.size()) << "nothing after the suffix";
 }
 
 }  // namespace
