@@ -121,7 +121,7 @@ ApiResult<GenerationPlan> parse_chat_request(const Json& body, const ServedModel
                                          t.contains("function") && t["function"].is_object() &&
                                          t["function"].contains("name") && t["function"]["name"].is_string()))
         f.fail(bad_request(fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i), "tools"));
-  auto forced = forced_tool(f.get("tool_choice"), tools);
+  auto forced = forced_tools(f.get("tool_choice"), tools);
   if (!forced.ok()) f.fail(forced.error());
   const Json* kwargs = f.get("chat_template_kwargs");
   if (kwargs && !kwargs->is_object())

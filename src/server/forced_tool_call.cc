@@ -4,18 +4,12 @@
 
 namespace drift::server {
 
-ApiResult<std::optional<Json>> forced_tool(const Json* choice, const Json* tools) {
+ApiResult<std::optional<Json>> forced_tools(const Json* choice, const Json* tools) {
   if (choice == nullptr || choice->is_null() || *choice == "none" || *choice == "auto") return std::optional<Json>();
-  const Json no_tools = Json::array();
-  const Json& list = tools && tools->is_array() ? *tools : no_tools;
+  const Json list = tools && tools->is_array() ? *tools : Json::array();
   if (*choice == "required") {
-    // Several tools would need the model to choose among them inside one grammar; one tool is a name.
-    if (list.size() != 1)
-      return bad_request(fmt::format("'tool_choice': \"required\" is supported with exactly one tool, got {}; name "
-                                     "the function instead",
-                                     list.size()),
-                         "tool_choice");
-    return std::optional<Json>(list[0]);
+    if (list.empty()) return bad_request("'tool_choice' is \"required\" but no tools were given", "tool_choice");
+    return std::optional<Json>(list);
   }
   const bool named = choice->is_object() && choice->value("type", std::string()) == "function" &&
                      choice->contains("function") && (*choice)["function"].is_object() &&
@@ -27,19 +21,24 @@ ApiResult<std::optional<Json>> forced_tool(const Json* choice, const Json* tools
   const std::string name = (*choice)["function"]["name"];
   for (const Json& t : list) {
     const Json* function = t.is_object() && t.contains("function") ? &t["function"] : nullptr;
-    if (function && function->is_object() && function->value("name", std::string()) == name) return std::optional<Json>(t);
+    if (function && function->is_object() && function->value("name", std::string()) == name)
+      return std::optional<Json>(Json::array({t}));
   }
   return bad_request(fmt::format("'tool_choice' names '{}', which is not among the tools", name), "tool_choice");
 }
 
-std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tool, Request& request) {
-  const Json& function = tool["function"];
-  const Json parameters = function.contains("parameters") ? function["parameters"] : Json{{"type", "object"}};
+std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tools, Request& request) {
   const char* arguments_key = format == ToolFormat::kLlama3Json ? "parameters" : "arguments";
-  const Json schema = {{"type", "object"},
-                       {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
-                       {"required", {"name", arguments_key}},
-                       {"additionalProperties", false}};
+  Json calls = Json::array();
+  for (const Json& tool : tools) {
+    const Json& function = tool["function"];
+    const Json parameters = function.contains("parameters") ? function["parameters"] : Json{{"type", "object"}};
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
+                     {"required", {"name", arguments_key}},
+                     {"additionalProperties", false}});
+  }
+  const Json schema = calls.size() == 1 ? calls[0] : Json{{"anyOf", calls}};
   request.json_schema = schema.dump();
   switch (format) {
     case ToolFormat::kHermes:

@@ -1,5 +1,5 @@
 // tool_choice "required" or {"type": "function", "function": {"name": ...}}: the reply must be exactly one
-// call of that tool, in the model's own tool-call format, with arguments that validate against the tool's
+// call of a given tool (the named one), in the model's own tool-call format, with arguments that validate against the tool's
 // parameters. Done with structured output: the call's JSON is the schema, the format's markers the text
 // around it (Request::json_prefix/json_suffix).
 #pragma once
@@ -14,12 +14,12 @@
 
 namespace drift::server {
 
-// The tool `tool_choice` forces: none (null, "none", "auto"), or the one named, or the only tool for
-// "required". Errors name the field.
-ApiResult<std::optional<Json>> forced_tool(const Json* tool_choice, const Json* tools);
+// The tools `tool_choice` forces a call among, as an array: none (null, "none", "auto"), the one named,
+// or every tool for "required". Errors name the field.
+ApiResult<std::optional<Json>> forced_tools(const Json* tool_choice, const Json* tools);
 
-// Constrains `request` to one call of `tool` written in `format`; an error when the format has no way to
-// force a call.
-std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tool, Request& request);
+// Constrains `request` to one call of one of `tools` written in `format` (several: a tagged union, the
+// name choosing the arguments' schema); an error when the format has no way to force a call.
+std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tools, Request& request);
 
 }  // namespace drift::server

@@ -101,6 +101,7 @@ JsonMatcher::Step JsonMatcher::step(Frame& f, uint8_t byte) {
     case Kind::kString: return string(f, byte);
     case Kind::kNumber: return number(f, byte);
     case Kind::kLiteral: return literal(f, byte);
+    case Kind::kTagged: return tagged(f, byte);
   }
   return Step::kReject;
 }
@@ -109,6 +110,11 @@ JsonMatcher::Step JsonMatcher::step(Frame& f, uint8_t byte) {
 JsonMatcher::Step JsonMatcher::value(Frame& f, uint8_t byte) {
   if (whitespace(byte)) return Step::kConsumed;
   const SchemaNode* node = f.node;
+  if (!node->tags.empty()) {
+    if (byte != '{') return Step::kReject;
+    f = Frame{.kind = Kind::kTagged, .node = node};
+    return Step::kConsumed;
+  }
   while (!node->any_of.empty() && node->literals.empty()) {
     const SchemaNode* pick = nullptr;
     for (const SchemaNode* b : node->any_of)
@@ -385,6 +391,54 @@ JsonMatcher::Step JsonMatcher::number(Frame& f, uint8_t byte) {
     case 7: return digit ? digit_in(8) : Step::kReject;
     case 8: return digit ? digit_in(8) : Step::kPopAndRetry;
     default: return Step::kReject;
+  }
+}
+
+// Phases: 0 the head ("name": ), 1 the tag (alive: candidates), 2 the middle (, "key": ), 3 after the
+// value, where only '}' may come. `pos` counts bytes of the current fixed part; `count` is the chosen tag.
+JsonMatcher::Step JsonMatcher::tagged(Frame& f, uint8_t byte) {
+  const SchemaNode& n = *f.node;
+  switch (f.phase) {
+    case 0:
+    case 2: {
+      const std::string& text = f.phase == 0 ? n.tag_head : n.tag_middle;
+      if (uint8_t(text[size_t(f.pos)]) != byte) return Step::kReject;
+      if (size_t(++f.pos) < text.size()) return Step::kConsumed;
+      f.pos = 0;
+      if (f.phase == 0) {
+        f.phase = 1;
+        f.alive = all_of(n.tags.size());
+        return Step::kConsumed;
+      }
+      f.phase = 3;
+      push({.kind = Kind::kValue, .node = n.tagged_values[size_t(f.count)]});
+      return Step::kConsumed;
+    }
+    case 1: {
+      uint64_t alive = 0;
+      for (uint64_t bits = f.alive; bits; bits &= bits - 1) {
+        const int i = std::countr_zero(bits);
+        const std::string& tag = n.tags[size_t(i)];
+        if (size_t(f.pos) < tag.size() && uint8_t(tag[size_t(f.pos)]) == byte) alive |= uint64_t(1) << i;
+      }
+      if (alive == 0) return Step::kReject;
+      f.alive = alive;
+      ++f.pos;
+      // Quoted tags: at most one ends here.
+      for (uint64_t bits = alive; bits; bits &= bits - 1) {
+        const int i = std::countr_zero(bits);
+        if (n.tags[size_t(i)].size() == size_t(f.pos)) {
+          f.count = i;
+          f.phase = 2;
+          f.pos = 0;
+        }
+      }
+      return Step::kConsumed;
+    }
+    default:
+      if (byte != '}') return Step::kReject;
+      stack_.pop_back();
+      return Step::kConsumed;
   }
 }
 

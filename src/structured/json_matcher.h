@@ -4,7 +4,8 @@
 //
 // Choices that keep the guarantee (every accepted text validates) while keeping the automaton small:
 // an object with `properties` is written with those keys only, each at most once; anyOf takes the first
-// branch that can start with the value's first byte; whitespace runs between tokens are capped
+// branch that can start with the value's first byte, except a tagged union (SchemaNode::tags), written
+// compactly as {"name": <tag>, "<key>": <value>} with the tag choosing the value's schema; whitespace runs between tokens are capped
 // (`max_whitespace`), numbers to 16 digits per part and 2 of exponent. Nothing may follow the document.
 #pragma once
 
@@ -43,7 +44,7 @@ class JsonMatcher {
   int64_t string_room() const;
 
  private:
-  enum class Kind : uint8_t { kDocument, kValue, kObject, kArray, kString, kNumber, kLiteral };
+  enum class Kind : uint8_t { kDocument, kValue, kObject, kArray, kString, kNumber, kLiteral, kTagged };
   struct Frame {
     Kind kind = Kind::kValue;
     uint8_t phase = 0;
@@ -65,6 +66,7 @@ class JsonMatcher {
   Step string(Frame& f, uint8_t byte);
   Step number(Frame& f, uint8_t byte);
   Step literal(Frame& f, uint8_t byte);
+  Step tagged(Frame& f, uint8_t byte);
   bool whitespace(uint8_t byte);
   void push(Frame f) { stack_.push_back(f); }
   static bool literal_complete(const Frame& f);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -33,6 +34,7 @@ class SchemaCompiler {
         n->any_of.push_back(branch);
       }
     }
+    tag_union(s, *n);
     DRIFT_RETURN_IF_ERROR(read_object(s, where, depth, *n));
     DRIFT_RETURN_IF_ERROR(read_array(s, where, depth, *n));
     DRIFT_RETURN_IF_ERROR(read_string(s, where, *n));
@@ -43,6 +45,39 @@ class SchemaCompiler {
   SchemaNode* make() {
     out_.nodes_.push_back(std::make_unique<SchemaNode>());
     return out_.nodes_.back().get();
+  }
+
+  // An anyOf whose branches are all {"name": {"const": tag}, key: schema}, both required, nothing else,
+  // the same key in each and distinct tags: a tagged union, matched by its tag (anyOf alone picks a branch
+  // by the first byte, and these all start with '{').
+  static void tag_union(const Json& s, SchemaNode& n) {
+    if (n.any_of.size() < 2 || n.any_of.size() > kMaxLiterals || !s.contains("anyOf")) return;
+    const Json& branches = s["anyOf"];
+    std::string value_key;
+    std::vector<std::string> tags;
+    for (size_t i = 0; i < branches.size(); ++i) {
+      const Json& b = branches[i];
+      if (!b.is_object()) return;
+      const Json props = b.value("properties", Json::object());
+      const Json required = b.value("required", Json::array());
+      if (b.value("type", Json()) != "object" || b.value("additionalProperties", true) != false || props.size() != 2 ||
+          required.size() != 2 || !props.contains("name") || !props["name"].is_object() ||
+          !props["name"].contains("const") || !props["name"]["const"].is_string())
+        return;
+      for (const auto& [key, value] : props.items())
+        if (key != "name" && (i == 0 || key == value_key)) value_key = key;
+      if (value_key.empty() || !props.contains(value_key)) return;
+      const std::string tag = props["name"]["const"].dump();
+      if (std::find(tags.begin(), tags.end(), tag) != tags.end()) return;
+      tags.push_back(tag);
+    }
+    for (const SchemaNode* b : n.any_of) {
+      const auto& names = b->property_names;
+      n.tagged_values.push_back(b->property_schemas[names[0] == "name" ? 1 : 0]);
+    }
+    n.tags = std::move(tags);
+    n.tag_head = "\"name\": ";
+    n.tag_middle = ", " + Json(value_key).dump() + ": ";
   }
 
   static Status check_keywords(const Json& s, const std::string& where) {

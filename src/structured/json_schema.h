@@ -44,6 +44,12 @@ struct SchemaNode {
   int64_t min_length = 0, max_length = -1;
   // anyOf/oneOf: a value must match one branch (the branches' first bytes must tell them apart).
   std::vector<const SchemaNode*> any_of;
+  // anyOf of objects tagged by a const "name" with one other property each (tool calls): written as
+  // {"name": <tag>, "<value_key>": <the tag's schema>}, the tag choosing the schema. Empty: not tagged.
+  std::vector<std::string> tags;  // each tag as a JSON string, quotes included
+  std::vector<const SchemaNode*> tagged_values;
+  std::string tag_head;    // "\"name\": " after the '{'
+  std::string tag_middle;  // ", \"<value_key>\": " between the tag and its value
 };
 
 // Owns the nodes; root() is the whole document's schema.

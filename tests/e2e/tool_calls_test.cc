@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "test_server.h"
@@ -252,6 +253,31 @@ TEST(ToolCalls, ANamedToolChoiceForcesAValidCall) {
   tools[0]["function"]["parameters"]["properties"]["city"]["maxLength"] = 12;
   tools[0]["function"]["parameters"]["required"] = {"city"};
   tools[0]["function"]["parameters"]["additionalProperties"] = false;
+  // Named, then "required" with this one tool, then "required" with a second tool beside it.
+  Json two_tools = tools;
+  two_tools.push_back({{"type", "function"},
+                       {"function", {{"name", "get_time"},
+                                     {"parameters", {{"type", "object"},
+                                                     {"properties", {{"tz", {{"enum", {"utc", "cet"}}}}}},
+                                                     {"required", {"tz"}},
+                                                     {"additionalProperties", false}}}}}});
+  std::set<std::string> called;
+  for (int seed = 0; seed < 8; ++seed) {
+    const Json body = {{"messages", {{{"role", "user"}, {"content", "weather or time?"}}}}, {"tools", two_tools},
+                       {"tool_choice", "required"}, {"temperature", 1}, {"seed", seed}};
+    const HttpReply r = post_json(server, "/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json& call = r.json["choices"][0]["message"]["tool_calls"][0]["function"];
+    const Json args = Json::parse(call["arguments"].get<std::string>());
+    called.insert(call["name"].get<std::string>());
+    if (call["name"] == "get_time") {
+      EXPECT_TRUE(args == Json({{"tz", "utc"}}) || args == Json({{"tz", "cet"}})) << args;
+    } else {
+      ASSERT_EQ(call["name"], "get_weather") << r.body;
+      EXPECT_TRUE(args.size() == 1 && args["city"].is_string()) << args;
+    }
+  }
+  EXPECT_EQ(called.size(), 2u) << "over 8 seeds a random model should call both tools";
   for (const Json& choice : {Json{{"type", "function"}, {"function", {{"name", "get_weather"}}}}, Json("required")}) {
     for (int seed = 0; seed < 3; ++seed) {
       const Json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}}, {"tools", tools},

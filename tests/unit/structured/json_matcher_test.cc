@@ -119,3 +119,43 @@ TEST(JsonMatcher, PrefixAndSuffixWrapTheDocument) {
 
 }  // namespace
 }  // namespace drift::structured
+
+namespace drift::structured {
+namespace {
+
+// Calls of several tools: the name chooses the arguments' schema (anyOf alone could only ever take the
+// first branch, since every call starts with '{').
+TEST(JsonMatcher, TaggedUnionsLetTheNameChooseTheSchema) {
+  const auto schema = CompiledSchema::compile(Json::parse(R"({"anyOf": [
+      {"type": "object", "properties": {"name": {"const": "a"}, "arguments": {"type": "object",
+         "properties": {"x": {"type": "string"}}, "required": ["x"], "additionalProperties": false}},
+       "required": ["name", "arguments"], "additionalProperties": false},
+      {"type": "object", "properties": {"name": {"const": "ab"}, "arguments": {"type": "object",
+         "properties": {"y": {"type": "integer"}}, "required": ["y"], "additionalProperties": false}},
+       "required": ["name", "arguments"], "additionalProperties": false}]})"));
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  ASSERT_EQ(schema->root()->tags.size(), 2u);
+  EXPECT_TRUE(run(*schema, R"({"name": "a", "arguments": {"x": "s"}})").second);
+  EXPECT_TRUE(run(*schema, R"({"name": "ab", "arguments": {"y": 3}})").second);
+  EXPECT_FALSE(run(*schema, R"({"name": "ab", "arguments": {"x": "s"}})").second) << "ab's arguments are y";
+  EXPECT_FALSE(run(*schema, R"({"name": "a", "arguments": {"y": 3}})").second) << "a's arguments are x";
+  EXPECT_FALSE(run(*schema, R"({"name": "c", "arguments": {}})").second);
+  std::mt19937 rng(3);
+  int documents = 0;
+  const Json doc = Json::parse(R"({"anyOf": [{"type": "object", "properties": {"name": {"const": "a"}, "arguments":
+      {"type": "string", "maxLength": 3}}, "required": ["name", "arguments"], "additionalProperties": false},
+      {"type": "object", "properties": {"name": {"const": "b"}, "arguments": {"type": "integer"}},
+       "required": ["name", "arguments"], "additionalProperties": false}]})");
+  const CompiledSchema compiled = compile(doc);
+  for (int i = 0; i < 50; ++i) {
+    const std::string text = testing::random_document(compiled.root(), rng);
+    if (text.empty()) continue;
+    ++documents;
+    const Json value = Json::parse(text);
+    EXPECT_TRUE(testing::validates(value, doc, doc)) << text;
+  }
+  EXPECT_GT(documents, 20);
+}
+
+}  // namespace
+}  // namespace drift::structured
