@@ -173,7 +173,8 @@ Status EngineImpl::build_loop_parts() {
   kv.num_blocks = num_blocks_;
   kv.groups = model_->kv_specs(kv_dtype_);
   DRIFT_ASSIGN_OR_RETURN(scheduler_, core::Scheduler::create(sc, kv));
-  if (config.slo_tpot_ms > 0 || config.slo_ttft_ms > 0)
+  // A TTFT target alone never lowers the budget (slo_budget.h): only a TPOT target turns the policy on.
+  if (config.slo_tpot_ms > 0)
     slo_.emplace(core::SloTargets{config.slo_ttft_ms / 1e3, config.slo_tpot_ms / 1e3}, config.max_num_batched_tokens,
                  std::min(config.max_num_batched_tokens, 16));
 

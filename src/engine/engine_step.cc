@@ -17,6 +17,13 @@ bool uses_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
+// The text still held when a reply ends without a stop token: the decoder's partial bytes, then
+// whatever the stop-string matcher kept back.
+std::string flush_text(RequestState& state) {
+  std::string text = state.stop_matcher->push(state.decoder->flush()).emit;
+  return text + state.stop_matcher->flush();
+}
+
 }  // namespace
 
 void EngineImpl::set_slo_budget() {
@@ -244,14 +251,12 @@ void EngineImpl::accept_tokens(RequestState& state, core::Sequence& seq, std::sp
       }
       if (*complete) {
         // The document is closed: nothing may follow, so the reply ends here as if at a stop token.
-        out.text += state.stop_matcher->push(state.decoder->flush()).emit;
-        out.text += state.stop_matcher->flush();
+        out.text += flush_text(state);
         return finish(seq.seq_id, FinishReason::kStop, {}, {}, std::move(out));
       }
     }
     if (int32_t(state.output_tokens.size()) >= state.max_tokens) {
-      out.text += state.stop_matcher->push(state.decoder->flush()).emit;
-      out.text += state.stop_matcher->flush();
+      out.text += flush_text(state);
       return finish(seq.seq_id, FinishReason::kLength, {}, {}, std::move(out));
     }
   }

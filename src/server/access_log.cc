@@ -34,20 +34,20 @@ std::shared_ptr<spdlog::logger> access_logger() {
 
 }  // namespace
 
+void add_output(AccessRecord& r, const Output& f) {
+  // Each prompt counts once although its n choices each report it.
+  r.prompt_tokens = std::max<int64_t>(r.prompt_tokens, f.usage.prompt_tokens);
+  r.cached_tokens = std::max<int64_t>(r.cached_tokens, f.usage.cached_tokens);
+  r.completion_tokens += f.usage.completion_tokens;
+  if (f.usage.completion_tokens > 0 && (r.ttft_s < 0 || f.timings.time_to_first_token_s < r.ttft_s))
+    r.ttft_s = f.timings.time_to_first_token_s;
+  const std::string reason = finish_name(f.finish_reason);
+  if (("," + r.finish_reason + ",").find("," + reason + ",") == std::string::npos)
+    r.finish_reason += (r.finish_reason.empty() ? "" : ",") + reason;
+}
+
 void add_outputs(AccessRecord& r, const std::vector<Output>& finals) {
-  std::vector<std::string> reasons;
-  for (size_t i = 0; i < finals.size(); ++i) {
-    const Output& f = finals[i];
-    // Each prompt counts once although its n choices each report it.
-    r.prompt_tokens = std::max<int64_t>(r.prompt_tokens, f.usage.prompt_tokens);
-    r.cached_tokens = std::max<int64_t>(r.cached_tokens, f.usage.cached_tokens);
-    r.completion_tokens += f.usage.completion_tokens;
-    if (f.usage.completion_tokens > 0 && (r.ttft_s < 0 || f.timings.time_to_first_token_s < r.ttft_s))
-      r.ttft_s = f.timings.time_to_first_token_s;
-    const std::string reason = finish_name(f.finish_reason);
-    if (std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) reasons.push_back(reason);
-  }
-  r.finish_reason = fmt::format("{}", fmt::join(reasons, ","));
+  for (const Output& f : finals) add_output(r, f);
 }
 
 std::string access_text(const AccessRecord& r) {

@@ -26,7 +26,8 @@ struct AccessRecord {
   std::string error;          // the error message sent, if any
 };
 
-// Fills the token counts, TTFT and finish reasons from each choice's final output.
+// Adds one choice's final output: token counts, TTFT and its finish reason.
+void add_output(AccessRecord& record, const Output& final);
 void add_outputs(AccessRecord& record, const std::vector<Output>& finals);
 
 std::string access_text(const AccessRecord& record);

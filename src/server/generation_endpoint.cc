@@ -65,10 +65,8 @@ ApiResult<Json> parse_body(const httplib::Request& req) {
   }
 }
 
-std::vector<Output> finals_of(const std::vector<ChoiceResult>& results) {
-  std::vector<Output> finals;
-  for (const ChoiceResult& r : results) finals.push_back(r.final);
-  return finals;
+void add_results(AccessRecord& record, const std::vector<ChoiceResult>& results) {
+  for (const ChoiceResult& r : results) add_output(record, r.final);
 }
 
 void stream_response(ServerState& s, std::shared_ptr<Generation> generation, GenerationPlan plan,
@@ -89,7 +87,7 @@ void stream_response(ServerState& s, std::shared_ptr<Generation> generation, Gen
       // still generating so its KV blocks go back.
       [stream, log](bool) {
         stream->generation().cancel();
-        add_outputs(log->record, finals_of(stream->results()));
+        add_results(log->record, stream->results());
         if (!stream->error().empty()) log->record.error = stream->error();
         log->write();
       });
@@ -113,7 +111,7 @@ void handle_generation(ServerState& s, const httplib::Request& req, httplib::Res
   if (plan->stream) return stream_response(s, std::move(*generation), std::move(*plan), std::move(log), res);
   std::vector<ChoiceResult> results;
   auto response = collect_full_response(**generation, *plan, s.engine.tokenizer(), s.stopping, results);
-  add_outputs(log->record, finals_of(results));
+  add_results(log->record, results);
   if (!response.ok()) return log->refuse(res, response.error());
   write_json(res, *response);
   log->write();

@@ -92,11 +92,9 @@ void VocabIndex::index(const std::vector<std::pair<std::string_view, int32_t>>& 
 void VocabIndex::walk(const Trie& trie, const JsonMatcher& start, std::span<uint32_t> mask) const {
   if (scratch_.size() < trie.max_depth + 1) scratch_.assign(trie.max_depth + 1, start);
   scratch_[0] = start;
-  // Explicit stack of (node, depth, next edge) so deep tokens cost no recursion.
-  struct Visit {
-    uint32_t node, depth, edge;
-  };
-  std::vector<Visit> stack = {{0, 0, trie.nodes[0].edge_begin}};
+  // An explicit stack so deep tokens cost no recursion.
+  std::vector<Visit>& stack = visits_;
+  stack.assign(1, Visit{0, 0, trie.nodes[0].edge_begin});
   while (!stack.empty()) {
     Visit& v = stack.back();
     if (v.edge == trie.nodes[v.node].edge_end) {

@@ -52,7 +52,13 @@ class VocabIndex {
   // plain_upto_[k]: the bitset of plain string-text tokens of at most k characters (the last: all of them),
   // so the in-string fast path is one copy.
   std::vector<std::vector<uint32_t>> plain_upto_;
-  mutable std::vector<JsonMatcher> scratch_;  // one matcher per trie depth (allowed() is not reentrant)
+  // allowed()'s scratch, kept between calls so a mask allocates nothing (allowed() is not reentrant):
+  // one matcher per trie depth, and the walk's stack of (node, depth, next edge).
+  struct Visit {
+    uint32_t node, depth, edge;
+  };
+  mutable std::vector<JsonMatcher> scratch_;
+  mutable std::vector<Visit> visits_;
 };
 
 }  // namespace drift::structured

@@ -107,13 +107,18 @@ TEST(ConformanceTest, AccessLogWritesOneLinePerCall) {
   const StreamReply streamed = post_stream(server, "/v1/completions",
                                            {{"prompt", "hello"}, {"max_tokens", 2}, {"ignore_eos", true}, {"stream", true}});
   ASSERT_TRUE(streamed.done);
-  ASSERT_EQ(post_json(server, "/v1/completions", {{"prompt", 5}}).status, 400);
-  // A stream's line is written when httplib releases it, just after the client saw [DONE].
+  // A stream's line is written when httplib releases it, just after the client saw [DONE]: wait for it
+  // before the next call, so the lines come in call order.
   std::vector<std::string> lines;
-  for (int i = 0; i < 200 && lines.size() < 3; ++i) {
-    lines = ring->last_formatted();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const auto wait_for_lines = [&](size_t n) {
+    for (int i = 0; i < 500 && lines.size() < n; ++i) {
+      lines = ring->last_formatted();
+      if (lines.size() < n) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
+  wait_for_lines(2);
+  ASSERT_EQ(post_json(server, "/v1/completions", {{"prompt", 5}}).status, 400);
+  wait_for_lines(3);
   logger->sinks().pop_back();
   ASSERT_EQ(lines.size(), 3u);
   const std::string id = ok.json["id"];

@@ -1,14 +1,12 @@
 #include "test_server.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "bench/sse_client.h"
+#include "model_copy.h"
 
 namespace drift::e2e {
 
@@ -19,31 +17,13 @@ constexpr const char* kChatTemplate =
     "<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n{{ message['content'] | trim }}<|eot_id|>"
     "{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}";
 
-std::string make_chat_model_dir() {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("drift-e2e-" + std::to_string(getpid()));
-  const fs::path dir = root / "llama";
-  fs::create_directories(dir);
-  for (const auto& entry : fs::directory_iterator(fixture_model_dir()))
-    fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
-  std::ofstream(dir / "chat_template.jinja") << kChatTemplate;
-  // The copy goes when the test process ends.
-  static const struct Cleanup {
-    fs::path path;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } cleanup{root};
-  return dir.string();
-}
-
 }  // namespace
 
 std::string fixture_model_dir() { return std::string(DRIFT_FIXTURES_DIR) + "/models/llama"; }
 
 std::string chat_model_dir() {
-  static const std::string dir = make_chat_model_dir();
+  // Also named "llama": the served model id stays the same. The copy goes when the test process ends.
+  static const std::string dir = testing::copy_model_with_template(fixture_model_dir(), kChatTemplate);
   return dir;
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "model_copy.h"
 #include "test_server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -232,18 +233,12 @@ namespace {
 // A real model (the random fixture) made to call a tool: tool_choice names it, and structured output holds
 // the reply to a Hermes call whose arguments validate against the tool's parameters.
 std::string hermes_fixture_dir() {
-  static const std::string dir = [] {
-    const fs::path d = fs::temp_directory_path() / ("drift-tools-real-" + std::to_string(getpid())) / "llama";
-    fs::create_directories(d);
-    for (const auto& entry : fs::directory_iterator(fixture_model_dir()))
-      fs::copy_file(entry.path(), d / entry.path().filename(), fs::copy_options::overwrite_existing);
-    // Short, so a call fits in the fixture's 256-token context: the tools are not spelled out in the prompt,
-    // and the comment is what marks the template as Hermes.
-    std::ofstream(d / "chat_template.jinja")
-        << "{# replies use <tool_call></tool_call> #}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-           "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-    return d.string();
-  }();
+  // Short, so a call fits in the fixture's 256-token context: the tools are not spelled out in the prompt,
+  // and the comment is what marks the template as Hermes.
+  static const std::string dir = testing::copy_model_with_template(
+      fixture_model_dir(),
+      "{# replies use <tool_call></tool_call> #}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+      "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
   return dir;
 }
 

@@ -71,15 +71,22 @@ std::string copy_model(const std::string& model_dir, const std::vector<std::stri
   cleanup.roots.push_back(dir.parent_path());
   for (const auto& entry : fs::directory_iterator(model_dir))
     fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().extension() == ".safetensors" && entry.path().filename() != "golden.safetensors")
-      rewrite_with_nans(entry.path(), nan_tensors);
+  if (!nan_tensors.empty())
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.path().extension() == ".safetensors" && entry.path().filename() != "golden.safetensors")
+        rewrite_with_nans(entry.path(), nan_tensors);
   for (const auto& [file, patch] : patches) {
     nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / file));
     j.merge_patch(patch);
     std::ofstream(dir / file) << j.dump(2);
   }
   return dir.string();
+}
+
+std::string copy_model_with_template(const std::string& model_dir, const std::string& chat_template) {
+  const std::string dir = copy_model(model_dir, {});
+  std::ofstream(fs::path(dir) / "chat_template.jinja") << chat_template;
+  return dir;
 }
 
 }  // namespace drift::testing

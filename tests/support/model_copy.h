@@ -14,5 +14,7 @@ using JsonPatches = std::map<std::string, nlohmann::json>;  // file name -> RFC 
 
 std::string copy_model(const std::string& model_dir, const std::vector<std::string>& nan_tensors,
                        const JsonPatches& patches = {});
+// A copy with `chat_template` written to chat_template.jinja (which wins over tokenizer_config.json's).
+std::string copy_model_with_template(const std::string& model_dir, const std::string& chat_template);
 
 }  // namespace drift::testing

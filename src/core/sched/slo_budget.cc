@@ -40,13 +40,11 @@ void SloBudget::observe(int32_t tokens, double seconds) {
 bool SloBudget::fitted() const { return observed_ >= kMinObservations && b_ > 0; }
 
 int32_t SloBudget::budget(const Load& load) const {
-  if (!fitted()) return max_tokens_;
-  auto clamp = [&](double tokens) {
-    return int32_t(std::clamp(tokens, double(min_tokens_), double(max_tokens_)));
-  };
+  // Without a TPOT target nothing asks for a smaller step than the maximum.
+  if (!fitted() || targets_.tpot_s <= 0) return max_tokens_;
   // TPOT: the largest step that still takes at most the target (decodes need one token each anyway).
   double tpot_tokens = max_tokens_;
-  if (targets_.tpot_s > 0 && load.num_decoding > 0)
+  if (load.num_decoding > 0)
     tpot_tokens = std::max<double>(load.num_decoding, std::floor((targets_.tpot_s - a_) / b_ + 1e-6));
   // TTFT: the oldest waiting prefill must finish within what is left of its target. With budget B it
   // takes ceil(P / B) steps of a + b * B seconds, about P * (a / B + b): solve for B.
@@ -56,8 +54,8 @@ int32_t SloBudget::budget(const Load& load) const {
     if (left > 0) ttft_tokens = std::ceil(double(load.oldest_prefill_left) * a_ / left - 1e-6) + load.num_decoding;
     // left <= 0: the target is lost whatever this step does; the TPOT budget stands.
   }
-  if (targets_.tpot_s <= 0) return max_tokens_;
-  return clamp(std::max(tpot_tokens, std::min<double>(ttft_tokens, max_tokens_)));
+  const double tokens = std::max(tpot_tokens, std::min<double>(ttft_tokens, max_tokens_));
+  return int32_t(std::clamp(tokens, double(min_tokens_), double(max_tokens_)));
 }
 
 }  // namespace drift::core
