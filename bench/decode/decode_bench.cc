@@ -1,4 +1,4 @@
-// drift_bench_decode: Llama-shaped random-weight models on the CUDA backend, driven through ModelRunner
+// drift_bench_decode: Llama- and GPT-OSS-shaped random-weight models on the CUDA backend, driven through ModelRunner
 // the way the engine drives them (ModelRunner::step_and_sample: inputs packed into one upload, decode
 // steps replayed from CUDA graphs, greedy sampling on the GPU, token ids back to the host): batch-1
 // decode (prompt 512, 128 generated), batched decode at 16 and 64 sequences, prefill of 512 and 4096
@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -39,23 +40,33 @@
 namespace drift::bench {
 namespace {
 
+// A Llama shape, or GPT-OSS's when it has experts (MXFP4 experts of width ffn, every other layer a
+// 128-token sliding window, sinks, YaRN).
 struct Shape {
   std::string name;
   int64_t hidden, layers, heads, kv_heads, ffn, vocab;
   bool tied;
   double rope_factor;
+  int64_t head_dim = 0;  // 0: hidden / heads
+  int64_t experts = 0, top_k = 0;
+
+  int64_t hd() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  bool moe() const { return experts > 0; }
 };
 
 const Shape kShapes[] = {
     {"llama-3.2-1b", 2048, 16, 32, 8, 8192, 128256, true, 32.0},
     {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, false, 8.0},
+    {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, false, 32.0, 64, 32, 4},
+    {"gpt-oss-120b", 2880, 36, 64, 8, 2880, 201088, false, 32.0, 64, 128, 4},
 };
 
-// llama.cpp on this H100 (shared/research/engines.md, issue 6).
+// llama.cpp on this workplace's H100 (shared/research/engines.md, issue 6; GPT-OSS-20B: issue 12, measured
+// 2026-11-24 with ../shared/anchor/run_gptoss20b.sh on the MXFP4 checkpoint of make_gptoss_mxfp4.py).
 const std::map<std::string, double> kPeers = {
-    {"llama-3.2-1b/decode b=1", 697.0},
-    {"llama-3.1-8b/decode b=1", 166.6},
-    {"llama-3.1-8b/prefill 512", 22400.0},
+    {"llama-3.2-1b/decode b=1", 697.0},   {"llama-3.1-8b/decode b=1", 166.6}, {"llama-3.1-8b/prefill 512", 22400.0},
+    {"gpt-oss-20b/decode b=1", 312.0},    {"gpt-oss-20b/decode b=16", 887.0}, {"gpt-oss-20b/decode b=64", 2200.0},
+    {"gpt-oss-20b/prefill 512", 11100.0}, {"gpt-oss-20b/prefill 4096", 11800.0},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -69,9 +80,27 @@ std::string bench_dir(const Shape& s) {
   return ((ram ? shm : std::filesystem::temp_directory_path()) / ("drift_bench_" + s.name)).string();
 }
 
+std::string write_gpt_oss_config(const Shape& s, const std::string& dir) {
+  std::string layer_types;
+  for (int64_t l = 0; l < s.layers; ++l)
+    layer_types += fmt::format("{}\"{}_attention\"", l > 0 ? ", " : "", l % 2 ? "full" : "sliding");
+  std::ofstream(dir + "/config.json") << fmt::format(
+      R"({{"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": {}, "intermediate_size": {},
+"num_hidden_layers": {}, "num_attention_heads": {}, "num_key_value_heads": {}, "head_dim": {}, "vocab_size": {},
+"num_local_experts": {}, "num_experts_per_tok": {}, "sliding_window": 128, "layer_types": [{}],
+"max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": false,
+"attention_bias": true, "swiglu_limit": 7.0, "dtype": "bfloat16", "eos_token_id": 200002,
+"quantization_config": {{"quant_method": "mxfp4"}},
+"rope_parameters": {{"rope_type": "yarn", "rope_theta": 150000.0, "factor": {}, "beta_fast": 32.0, "beta_slow": 1.0,
+"original_max_position_embeddings": 4096, "truncate": false}}}})",
+      s.hidden, s.ffn, s.layers, s.heads, s.kv_heads, s.hd(), s.vocab, s.experts, s.top_k, layer_types, s.rope_factor);
+  return dir;
+}
+
 std::string write_config(const Shape& s) {
   const std::string dir = bench_dir(s);
   std::filesystem::create_directories(dir);
+  if (s.moe()) return write_gpt_oss_config(s, dir);
   std::ofstream(dir + "/config.json") << fmt::format(
       R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": {}, "intermediate_size": {},
 "num_hidden_layers": {}, "num_attention_heads": {}, "num_key_value_heads": {}, "head_dim": {}, "vocab_size": {},
@@ -79,7 +108,7 @@ std::string write_config(const Shape& s) {
 "attention_bias": false, "mlp_bias": false, "dtype": "bfloat16",
 "rope_parameters": {{"rope_type": "llama3", "rope_theta": 500000.0, "factor": {}, "low_freq_factor": 1.0,
 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}}}})",
-      s.hidden, s.ffn, s.layers, s.heads, s.kv_heads, s.hidden / s.heads, s.vocab, s.tied ? "true" : "false",
+      s.hidden, s.ffn, s.layers, s.heads, s.kv_heads, s.hd(), s.vocab, s.tied ? "true" : "false",
       s.rope_factor);
   return dir;
 }
@@ -109,7 +138,7 @@ std::vector<std::byte> random_tensor(int64_t numel, uint64_t seed, bool is_norm)
 
 // A Hugging Face style checkpoint of random bf16 weights: one safetensors shard per layer.
 void write_random_checkpoint(const Shape& s, const std::string& dir) {
-  const int64_t hd = s.hidden / s.heads;
+  const int64_t hd = s.hd();
   uint64_t seed = 1;
   auto tensor = [&](std::string name, std::vector<int64_t> shape) {
     int64_t numel = 1;
@@ -217,7 +246,7 @@ struct RoofRow {
 };
 
 void roofline(const Shape& s, backend::CudaOps& ops, std::vector<RoofRow>& out) {
-  const int64_t hd = s.hidden / s.heads;
+  const int64_t hd = s.hd();
   struct Lin {
     const char* name;
     int64_t n, k;
@@ -314,6 +343,7 @@ class ModelBench {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
     model::LoadOptions lo;
+    fast_loader = fast_loader && !s.moe();  // MXFP4 experts: WeightLoader::random draws their codes and scales
     lo.random_weights = !fast_loader;
     lo.seed = 7;
     if (fast_loader) write_random_checkpoint(s, dir);
@@ -325,11 +355,13 @@ class ModelBench {
     std::filesystem::remove_all(dir);
     std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", s.name.c_str(),
                 double(model_->num_parameters()) * 1e-9, t_write, seconds_since(t0) - t_write);
+    num_kv_groups_ = model_->kv_specs(DType::kBF16).size();
     blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
     runner::RunnerConfig rc;
     rc.max_num_tokens = std::max(max_prefill, 1024);
     rc.max_num_seqs = max_batch;
     rc.block_size = kBlockSize;
+    rc.num_kv_groups = int32_t(num_kv_groups_);
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch;
     rc.num_blocks = prefill_first_block_ + rc.max_model_len / kBlockSize + 1;
@@ -345,22 +377,29 @@ class ModelBench {
       for (int i = 0; i < std::max(prompt + gen, max_prefill); ++i) seq.push_back(token(rng));
   }
 
-  // Bytes every decode step reads: all linear weights (lm_head included, embedding rows aside) and norms.
-  double weight_bytes() const {
-    const int64_t head_dim = s_.hidden / s_.heads;
-    const int64_t per_layer = s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim + s_.heads * head_dim * s_.hidden +
-                              3 * s_.hidden * s_.ffn + 2 * s_.hidden;
-    return 2.0 * double(s_.layers * per_layer + s_.vocab * s_.hidden + s_.hidden);
+  // Bytes a step over `tokens` tokens reads: all linear weights (lm_head included, embedding rows aside)
+  // and norms; of the experts, those the tokens are expected to reach (top_k of E at random: E (1 - (1 -
+  // k/E)^tokens)), 17/32 byte per MXFP4 value (half a byte and a scale per 32).
+  double weight_bytes(int64_t tokens) const {
+    const int64_t head_dim = s_.hd();
+    const double attention = double(s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim + s_.heads * head_dim * s_.hidden);
+    double ffn = 3.0 * double(s_.hidden * s_.ffn) * 2.0;
+    if (s_.moe()) {
+      const double reached = double(s_.experts) * (1.0 - std::pow(1.0 - double(s_.top_k) / double(s_.experts), double(tokens)));
+      ffn = reached * 3.0 * double(s_.hidden * s_.ffn) * 17.0 / 32.0 + 2.0 * double(s_.experts * s_.hidden);
+    }
+    return double(s_.layers) * (2.0 * attention + ffn + 4.0 * double(s_.hidden)) + 2.0 * double(s_.vocab * s_.hidden + s_.hidden);
   }
   // Multiply-adds per token through the linear layers (lm_head excluded: one row per sequence).
   double linear_macs_per_token() const {
-    const int64_t head_dim = s_.hidden / s_.heads;
+    const int64_t head_dim = s_.hd();
+    const int64_t ffn = s_.moe() ? s_.top_k * 3 * s_.hidden * s_.ffn + s_.experts * s_.hidden : 3 * s_.hidden * s_.ffn;
     return double(s_.layers) * double(s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim +
-                                      s_.heads * head_dim * s_.hidden + 3 * s_.hidden * s_.ffn);
+                                      s_.heads * head_dim * s_.hidden + ffn);
   }
 
   Row prefill(int n) {
-    std::vector<std::vector<int32_t>> table{blocks(prefill_first_block_, (n + kBlockSize - 1) / kBlockSize)};
+    const std::vector<std::vector<int32_t>> table = group_tables(prefill_first_block_, (n + kBlockSize - 1) / kBlockSize);
     runner::SeqStep step{std::span<const int32_t>(tokens_[0].data(), size_t(n)), 0, n, table, true, false};
     const sample::RowSampling row = sampling(0, n);
     check(runner_->step_and_sample({&step, 1}, {&row, 1}));  // warm-up: cuBLASLt plans for this shape
@@ -372,12 +411,12 @@ class ModelBench {
     }
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
-    const int64_t head_dim = s_.hidden / s_.heads;
+    const int64_t head_dim = s_.hd();
     const double flops = 2.0 * linear_macs_per_token() * n + 2.0 * double(s_.vocab * s_.hidden) +
                          4.0 * double(s_.layers * s_.heads * head_dim) * double(n) * double(n + 1) / 2.0;
-    const double floor_t = std::max(flops / ceil_.bf16_rate, weight_bytes() / ceil_.bandwidth);
+    const double floor_t = std::max(flops / ceil_.bf16_rate, weight_bytes(n) / ceil_.bandwidth);
     return {s_.name, fmt::format("prefill {}", n), n / t, t * 1e3, n / floor_t,
-            flops / ceil_.bf16_rate >= weight_bytes() / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
+            flops / ceil_.bf16_rate >= weight_bytes(n) / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
   }
 
   // Decode steps as the engine runs them: `graphs` replays them from CUDA graphs, otherwise every step
@@ -385,7 +424,7 @@ class ModelBench {
   // so every run sees the same sequence.
   Row decode(int batch, bool graphs, const std::string& label) {
     std::vector<std::vector<std::vector<int32_t>>> tables;
-    for (int i = 0; i < batch; ++i) tables.push_back({blocks(i * blocks_per_seq_, blocks_per_seq_)});
+    for (int i = 0; i < batch; ++i) tables.push_back(group_tables(i * blocks_per_seq_, blocks_per_seq_));
     prefill_prompts(batch);  // as many prompts per step as max_num_tokens allows
     runner_->set_cuda_graphs(graphs);
     const int64_t replays_before = runner_->num_graph_replays();
@@ -436,7 +475,7 @@ class ModelBench {
     const Tensor all = step_d.view;
     ctx.token_ids = all.slice(0, batch);
     ctx.positions = all.slice(batch, 2 * batch);
-    ctx.kv_groups.push_back({all.slice(2 * batch, 3 * batch), tables.view});
+    for (size_t g = 0; g < num_kv_groups_; ++g) ctx.kv_groups.push_back({all.slice(2 * batch, 3 * batch), tables.view});
     ctx.context_lens = all.slice(3 * batch, 4 * batch);
     ctx.query_start = fixed_d.view.slice(0, batch + 1);
     ctx.logits_rows = fixed_d.view.slice(batch + 1, 2 * batch + 1);
@@ -493,7 +532,7 @@ class ModelBench {
       std::vector<std::vector<std::vector<int32_t>>> tables;
       tables.reserve(size_t(batch));
       for (int tokens = 0; first < batch && tokens + prompt_ <= max_tokens_; ++first, tokens += prompt_) {
-        tables.push_back({blocks(first * blocks_per_seq_, blocks_per_seq_)});
+        tables.push_back(group_tables(first * blocks_per_seq_, blocks_per_seq_));
         steps.push_back({tokens_[size_t(first)], 0, prompt_, tables.back(), true, false});
         rows.push_back(sampling(first, prompt_));
       }
@@ -512,10 +551,10 @@ class ModelBench {
   Row decode_limits(int batch, double step_t) const {
     const double avg_context = prompt_ + (gen_ + 1) / 2.0;
     const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(DType::kBF16));
-    const int64_t head_dim = s_.hidden / s_.heads;
+    const int64_t head_dim = s_.hd();
     const double flops = 2.0 * batch * (linear_macs_per_token() + double(s_.vocab * s_.hidden)) +
                          4.0 * batch * avg_context * double(s_.layers * s_.heads * head_dim);
-    const double bytes_t = (weight_bytes() + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
+    const double bytes_t = (weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
     return {s_.name, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
             bytes_t >= flops_t ? "bytes" : "bf16 FLOPs"};
   }
@@ -524,6 +563,10 @@ class ModelBench {
     std::vector<int32_t> b(static_cast<size_t>(n));
     std::iota(b.begin(), b.end(), first);
     return b;
+  }
+  // The same blocks in every KV group's pool (GPT-OSS: sliding and full).
+  std::vector<std::vector<int32_t>> group_tables(int first, int n) const {
+    return std::vector<std::vector<int32_t>>(num_kv_groups_, blocks(first, n));
   }
   template <class T>
   static void check(const Expected<T>& r) {
@@ -534,6 +577,7 @@ class ModelBench {
   backend::CudaOps& ops_;
   Ceilings ceil_;
   int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0;
+  size_t num_kv_groups_ = 1;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::vector<std::vector<int32_t>> tokens_;
@@ -541,14 +585,14 @@ class ModelBench {
 };
 
 int run(int argc, char** argv) {
-  CLI::App app{"Decode and prefill speed of Llama-shaped random-weight models on the CUDA backend"};
+  CLI::App app{"Decode and prefill speed of Llama- and GPT-OSS-shaped random-weight models on the CUDA backend"};
   std::vector<std::string> models{"llama-3.1-8b", "llama-3.2-1b"};
   std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
   int prompt = 512, gen = 128;
   bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false;
   std::string markdown, loader = "fast";
   bool roofline_only = false;
-  app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b"}));
+  app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b"}));
   app.add_option("--batch", batches, "decode batch sizes");
   app.add_option("--prefill", prefills, "prefill lengths");
   app.add_option("--prompt", prompt, "prompt tokens before decoding");

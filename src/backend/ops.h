@@ -99,15 +99,24 @@ struct MoeRouteParams {
 // expert_e(x) = w_down[e] @ act(w_gate_up[e] @ x + b_gate_up[e]) + b_down[e].
 // act: silu(gate) * up, or with swiglu_limit > 0 GPT-OSS's clamped form
 // (up' + 1) * g * sigmoid(alpha * g), g = min(gate, limit), up' = clamp(up, -limit, limit).
+//
+// Expert matrices come in the compute dtype, or, where the backend reads_weight_format(kMxfp4), as stored
+// in MXFP4: U8 codes [E, rows, cols / 2] (two E2M1 values a byte, the even column in the low nibble) with
+// U8 E8M0 scales [E, rows, cols / 32] (weights/mxfp4.h).
 struct MoeExpertsParams {
   Tensor x;             // [T, H]
   Tensor topk_ids;      // [T, top_k] int32
   Tensor topk_weights;  // [T, top_k] fp32
-  Tensor w_gate_up;     // [E, 2F, H]: per expert the F gate rows, then the F up rows
-  Tensor b_gate_up;     // optional [E, 2F]
+  Tensor w_gate_up;     // [E, 2F, H]: the F gate rows, then the F up rows (or alternating, gate_up_interleaved)
+  Tensor b_gate_up;     // optional [E, 2F], in the row order of w_gate_up
   Tensor w_down;        // [E, H, F]
   Tensor b_down;        // optional [E, H]
+  Tensor w_gate_up_scales, w_down_scales;  // MXFP4 scales, with U8 w_gate_up / w_down; else undefined
   Tensor out;           // [T, H]
+  // Backend scratch of moe_workspace_bytes() for at least T tokens (undefined where that is 0).
+  Tensor workspace;
+  // Rows 2j and 2j + 1 of w_gate_up (and b_gate_up) are gate j and up j, as GPT-OSS checkpoints store them.
+  bool gate_up_interleaved = false;
   float swiglu_limit = 0.0f;
   float swiglu_alpha = 1.702f;
 };
@@ -125,6 +134,7 @@ struct AttentionShape {
 struct MoeShape {
   int64_t hidden = 0, ffn = 0, num_experts = 0, top_k = 0;
   bool clamped_swiglu = false;  // GPT-OSS's activation
+  bool mxfp4 = false;           // expert matrices kept in MXFP4 (reads_weight_format(kMxfp4) said yes)
 };
 
 // Weight formats a kernel may read as stored instead of the compute dtype (the loader asks).
@@ -175,6 +185,12 @@ class Ops {
   virtual Status supports(const MoeShape&) const { return Status::Ok(); }
   // Whether a kernel reads weights of this format as stored (else the loader converts them).
   virtual bool reads_weight_format(WeightFormat) const { return false; }
+  // Scratch bytes moe_experts needs for up to max_tokens tokens (MoeExpertsParams::workspace), allocated
+  // with the model's other step buffers.
+  virtual size_t moe_workspace_bytes(const MoeShape&, int64_t max_tokens) const {
+    (void)max_tokens;
+    return 0;
+  }
 
   // Tensor parallelism: this process's place among the ranks that split a model (one process per GPU).
   // A backend of one rank is its own group, and the collectives below are then the identity.

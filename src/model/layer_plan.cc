@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/layers/moe.h"
+
 namespace drift::model {
 
 namespace {
@@ -84,10 +86,9 @@ Status check_backend(const weights::ModelConfig& c, const LayerPlan& plan, const
     const LayerKind& layer = plan.layers[i];
     if (Status s = ops.supports(attention_shape(c, layer, kv_dtype)); !s.ok()) return refuse(i, "attention", s);
     if (layer.feed_forward == FeedForwardKind::kMoe) {
-      const backend::MoeShape moe{.hidden = c.hidden_size, .ffn = c.moe->moe_intermediate_size,
-                                  .num_experts = c.moe->num_experts, .top_k = c.moe->num_experts_per_tok,
-                                  .clamped_swiglu = c.swiglu_limit > 0};
-      if (Status s = ops.supports(moe); !s.ok()) return refuse(i, "mixture of experts", s);
+      MoeSpec spec = moe_spec(c);
+      spec.mxfp4 = keeps_mxfp4(c, ops);
+      if (Status s = ops.supports(moe_shape(spec)); !s.ok()) return refuse(i, "mixture of experts", s);
     }
   }
   return Status::Ok();

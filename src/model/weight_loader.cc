@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -69,6 +68,20 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// Runs work(0) .. work(chunks - 1) on every core.
+template <class Work>
+void on_every_core(int64_t chunks, const Work& work) {
+  const int64_t workers = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<int64_t> next{0};
+  std::vector<std::thread> pool;
+  for (int64_t w = 1; w < workers; ++w)
+    pool.emplace_back([&] {
+      for (int64_t c; (c = next++) < chunks;) work(c);
+    });
+  for (int64_t c; (c = next++) < chunks;) work(c);
+  for (std::thread& t : pool) t.join();
+}
+
 // Normal values by Box-Muller from a counter-seeded generator per chunk, the chunks on every core: an
 // 8B-parameter model draws in seconds (one std::normal_distribution thread took minutes), and the values
 // depend only on (seed, index), never on the thread count.
@@ -85,15 +98,18 @@ void fill_normal(float* dst, int64_t n, uint64_t seed, float mean, float std) {
       if (i + 1 < end) dst[i + 1] = mean + std * float(r * std::sin(angle));
     }
   };
-  const int64_t workers = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
-  std::atomic<int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (int64_t w = 1; w < workers; ++w)
-    pool.emplace_back([&] {
-      for (int64_t c; (c = next++) < chunks;) fill_chunk(c);
-    });
-  for (int64_t c; (c = next++) < chunks;) fill_chunk(c);
-  for (std::thread& t : pool) t.join();
+  on_every_core(chunks, fill_chunk);
+}
+
+// Bytes uniform in [lo, lo + count), drawn like fill_normal (per chunk, on every core).
+void fill_bytes(uint8_t* dst, int64_t n, uint64_t seed, int lo, int count) {
+  constexpr int64_t kChunk = int64_t(1) << 22;
+  auto fill_chunk = [&](int64_t c) {
+    uint64_t state = seed ^ (0xd1b54a32d192ed03ull * uint64_t(c + 1));
+    const int64_t end = std::min(n, (c + 1) * kChunk);
+    for (int64_t i = c * kChunk; i < end; ++i) dst[i] = uint8_t(lo + int((splitmix64(state) >> 32) % uint64_t(count)));
+  };
+  on_every_core((n + kChunk - 1) / kChunk, fill_chunk);
 }
 
 }  // namespace
@@ -180,9 +196,11 @@ Expected<backend::Buffer> WeightLoader::load_stored(const std::string& name, con
   if (store_ == nullptr) {
     if (dtype != DType::kU8)
       return unsupported(fmt::format("random weights stored as {} ('{}'): only U8 formats", dtype_name(dtype), name));
-    std::mt19937_64 rng(seed_ + 0x9e3779b97f4a7c15ull * ++num_random_);
     std::vector<uint8_t> bytes(buf.view.nbytes());
-    for (uint8_t& b : bytes) b = uint8_t(rng());
+    // MXFP4 scales near 2^-7 (as ../anchor's random checkpoints draw them) keep random experts finite.
+    const bool scales = name.ends_with("_scales");
+    fill_bytes(bytes.data(), int64_t(bytes.size()), seed_ + 0x9e3779b97f4a7c15ull * ++num_random_, scales ? 118 : 0,
+               scales ? 4 : 256);
     ops_->copy_from_host(buf.view, bytes.data());
     count(name, shape, 0);
     return buf;

@@ -1,4 +1,4 @@
-// The GQA fixture models on the CUDA backend against the goldens transformers recorded in fp32, the way
+// The GQA fixture models (and GPT-OSS: sinks, sliding windows, MXFP4 experts) on the CUDA backend against the goldens transformers recorded in fp32, the way
 // golden_test.cc checks the CPU backend. CUDA keeps weights and activations in bf16 (8 significant bits)
 // with fp32 accumulation, so logits are held to kTolerance of the largest golden logit instead of 1e-4,
 // and a greedy continuation may leave the golden one only at a step where transformers' own top-2 margin
@@ -19,12 +19,18 @@ namespace {
 
 // max |cuda - golden| / max |golden| over a prompt's logits.
 constexpr double kTolerance = 3e-2;
+// Between two CUDA runs of the same tokens through different kernels (batched against alone).
+constexpr double kSelfTolerance = 1e-2;
+// A mixture of experts turns a near-tie between router logits into a different expert for that token, so
+// the bf16 roundings that differ between kernels (and from fp32) move GPT-OSS's logits further: its
+// tolerances are these times kMoeFactor.
+constexpr double kMoeFactor = 2.5;
 
-// One block table (the GQA fixtures have one KV group) of n consecutive blocks starting at `first`.
-std::vector<std::vector<int32_t>> identity_blocks(int32_t n, int32_t first = 0) {
+// A block table of n consecutive blocks starting at `first`, the same for each of `groups` KV groups.
+std::vector<std::vector<int32_t>> identity_blocks(size_t groups, int32_t n, int32_t first = 0) {
   std::vector<int32_t> b(static_cast<size_t>(n));
   std::iota(b.begin(), b.end(), first);
-  return {b};
+  return std::vector<std::vector<int32_t>>(groups, b);
 }
 
 int32_t argmax(std::span<const float> row) { return int32_t(std::max_element(row.begin(), row.end()) - row.begin()); }
@@ -60,7 +66,15 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
     rc.max_num_tokens = 512;
     rc.max_num_seqs = 64;
     rc.max_model_len = int32_t(f_.model->config().max_position_embeddings);
+    rc.num_kv_groups = int32_t(f_.model->kv_specs(DType::kBF16).size());
     f_.runner = std::make_unique<runner::ModelRunner>(*f_.model, *f_.ops, rc);
+  }
+
+  double tolerance() const { return kTolerance * (f_.model->config().moe ? kMoeFactor : 1.0); }
+  double self_tolerance() const { return kSelfTolerance * (f_.model->config().moe ? kMoeFactor : 1.0); }
+
+  std::vector<std::vector<int32_t>> block_tables(int32_t n, int32_t first = 0) const {
+    return identity_blocks(f_.model->kv_specs(DType::kBF16).size(), n, first);
   }
 
   CudaFixture f_;
@@ -69,13 +83,13 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
 TEST_P(CudaGoldenTest, PromptLogitsMatchTransformers) {
   const int64_t vocab = f_.model->vocab_size();
   for (const GoldenPrompt& p : f_.golden.prompts) {
-    const auto blocks = identity_blocks(16);
+    const auto blocks = block_tables(16);
     runner::SeqStep step{p.ids, 0, int32_t(p.ids.size()), blocks, false, true};
     auto logits = f_.runner->step({&step, 1});
     ASSERT_TRUE(logits.ok()) << logits.status().to_string();
     ASSERT_EQ(logits->size(), p.ids.size() * size_t(vocab));
     const double err = relative_max_error(logits->data(), p.logits.data(), p.logits.size());
-    EXPECT_LE(err, kTolerance) << "prompt of " << p.ids.size() << " tokens";
+    EXPECT_LE(err, tolerance()) << "prompt of " << p.ids.size() << " tokens";
     std::printf("[ cuda     ] %s prompt %zu tokens: max error %.2e of the largest logit %.3f\n", GetParam().c_str(),
                 p.ids.size(), err, max_abs(p.logits));
   }
@@ -83,9 +97,9 @@ TEST_P(CudaGoldenTest, PromptLogitsMatchTransformers) {
 
 TEST_P(CudaGoldenTest, GreedyContinuationMatchesTransformers) {
   for (const GoldenPrompt& p : f_.golden.prompts) {
-    const double allowed_margin = 2.0 * kTolerance * max_abs(p.logits);
+    const double allowed_margin = 2.0 * tolerance() * max_abs(p.logits);
     std::vector<int32_t> tokens = p.ids;
-    const auto blocks = identity_blocks(16);
+    const auto blocks = block_tables(16);
     int32_t num_computed = 0;
     for (size_t i = 0; i < p.greedy.size(); ++i) {
       runner::SeqStep step{tokens, num_computed, int32_t(tokens.size()) - num_computed, blocks, true, false};
@@ -108,7 +122,7 @@ TEST_P(CudaGoldenTest, ChunkedPrefillMatchesTransformers) {
   const int64_t vocab = f_.model->vocab_size();
   const GoldenPrompt& p = f_.golden.prompts.back();
   for (int32_t chunk : {1, 7, 64}) {  // 1: every step takes the decode kernel
-    const auto blocks = identity_blocks(16, 5);
+    const auto blocks = block_tables(16, 5);
     std::vector<float> all;
     for (int32_t done = 0; done < int32_t(p.ids.size()); done += chunk) {
       const int32_t n = std::min<int32_t>(chunk, int32_t(p.ids.size()) - done);
@@ -118,7 +132,7 @@ TEST_P(CudaGoldenTest, ChunkedPrefillMatchesTransformers) {
       all.insert(all.end(), logits->begin(), logits->end());
     }
     ASSERT_EQ(all.size(), p.ids.size() * size_t(vocab));
-    EXPECT_LE(relative_max_error(all.data(), p.logits.data(), all.size()), kTolerance) << "chunk " << chunk;
+    EXPECT_LE(relative_max_error(all.data(), p.logits.data(), all.size()), tolerance()) << "chunk " << chunk;
   }
 }
 
@@ -127,7 +141,7 @@ TEST_P(CudaGoldenTest, BatchedPromptsMatchTransformers) {
   const auto& prompts = f_.golden.prompts;
   std::vector<std::vector<std::vector<int32_t>>> tables;
   std::vector<runner::SeqStep> steps;
-  for (size_t i = 0; i < prompts.size(); ++i) tables.push_back(identity_blocks(8, int32_t(40 - 10 * i)));
+  for (size_t i = 0; i < prompts.size(); ++i) tables.push_back(block_tables(8, int32_t(40 - 10 * i)));
   for (size_t i = prompts.size(); i-- > 0;)
     steps.push_back({prompts[i].ids, 0, int32_t(prompts[i].ids.size()), tables[i], false, true});
   auto logits = f_.runner->step(steps);
@@ -135,7 +149,7 @@ TEST_P(CudaGoldenTest, BatchedPromptsMatchTransformers) {
   size_t offset = 0;
   for (size_t i = prompts.size(); i-- > 0;) {
     const GoldenPrompt& p = prompts[i];
-    EXPECT_LE(relative_max_error(logits->data() + offset, p.logits.data(), p.logits.size()), kTolerance) << i;
+    EXPECT_LE(relative_max_error(logits->data() + offset, p.logits.data(), p.logits.size()), tolerance()) << i;
     offset += p.ids.size() * size_t(vocab);
   }
 }
@@ -147,7 +161,7 @@ TEST_P(CudaGoldenTest, BatchedDecodeMatchesSingleDecode) {
   std::vector<std::vector<std::vector<int32_t>>> tables;
   std::vector<std::vector<int32_t>> tokens;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    tables.push_back(identity_blocks(8, int32_t(8 * i)));
+    tables.push_back(block_tables(8, int32_t(8 * i)));
     tokens.push_back(prompts[i].ids);
     tokens.back().push_back(prompts[i].greedy[0]);
     runner::SeqStep prefill{tokens[i], 0, int32_t(prompts[i].ids.size()), tables[i], true, false};
@@ -163,7 +177,7 @@ TEST_P(CudaGoldenTest, BatchedDecodeMatchesSingleDecode) {
     auto alone = f_.runner->step({&steps[i], 1});
     ASSERT_TRUE(alone.ok()) << alone.status().to_string();
     std::vector<float> ref(alone->begin(), alone->end());
-    EXPECT_LE(relative_max_error(together.data() + i * size_t(vocab), ref.data(), ref.size()), 1e-2) << i;
+    EXPECT_LE(relative_max_error(together.data() + i * size_t(vocab), ref.data(), ref.size()), self_tolerance()) << i;
   }
 }
 
@@ -171,7 +185,7 @@ TEST_P(CudaGoldenTest, FourRowsOfOneSequenceMatchFourDecodes) {
   // A verify-shaped step (four new tokens, logits of each) against four single-token steps.
   const int64_t vocab = f_.model->vocab_size();
   const std::vector<int32_t>& tokens = f_.golden.prompts.back().ids;
-  const auto blocks = identity_blocks(8, 3);
+  const auto blocks = block_tables(8, 3);
   runner::SeqStep prefill{tokens, 0, 6, blocks, true, false};
   ASSERT_TRUE(f_.runner->step({&prefill, 1}).ok());
   std::vector<float> singles;
@@ -187,7 +201,7 @@ TEST_P(CudaGoldenTest, FourRowsOfOneSequenceMatchFourDecodes) {
   auto together = f_.runner->step({&four, 1});
   ASSERT_TRUE(together.ok()) << together.status().to_string();
   ASSERT_EQ(together->size(), size_t(4 * vocab));
-  EXPECT_LE(relative_max_error(together->data(), singles.data(), singles.size()), 1e-2);
+  EXPECT_LE(relative_max_error(together->data(), singles.data(), singles.size()), self_tolerance());
 }
 
 TEST_P(CudaGoldenTest, DraftTreeMatchesTheCpu) {
@@ -205,7 +219,7 @@ TEST_P(CudaGoldenTest, DraftTreeMatchesTheCpu) {
     positions.push_back(8 + depth);
     mask.push_back(bits);
   }
-  const auto blocks = identity_blocks(4, 20);
+  const auto blocks = block_tables(4, 20);
   auto run = [&](runner::ModelRunner& r) {
     runner::SeqStep prefill{tokens, 0, 8, blocks, true, false};
     EXPECT_TRUE(r.step({&prefill, 1}).ok());
@@ -220,10 +234,10 @@ TEST_P(CudaGoldenTest, DraftTreeMatchesTheCpu) {
   const auto gpu = run(*f_.runner);
   ASSERT_EQ(gpu.size(), cpu.size());
   ASSERT_FALSE(cpu.empty());
-  EXPECT_LE(relative_max_error(gpu.data(), cpu.data(), cpu.size()), kTolerance);
+  EXPECT_LE(relative_max_error(gpu.data(), cpu.data(), cpu.size()), tolerance());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "gpt_oss"),
                          [](const ::testing::TestParamInfo<std::string>& test) {
                            std::string n = test.param;
                            std::replace(n.begin(), n.end(), '-', '_');

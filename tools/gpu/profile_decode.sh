@@ -2,7 +2,7 @@
 # Per-kernel GPU times of batch-1 decode steps under Nsight Compute (kernels serialised, so the sum is
 # the work without overlap): a few decode steps of the given model shape, each Drift kernel's count and
 # mean duration, largest total first. Run after tools/gpu/run_cuda_checks.sh (same build folder).
-#   tools/gpu/profile_decode.sh [llama-3.2-1b|llama-3.1-8b] [extra drift_bench_decode arguments]
+#   tools/gpu/profile_decode.sh [llama-3.2-1b|llama-3.1-8b|gpt-oss-20b] [extra drift_bench_decode arguments]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH=$LIBDIR:$LIBDIR/openblas-pthread${LD_LIBRARY_PATH:+:$LD_L
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 CSV=$OUT/ncu_$MODEL.csv
 # Prompt 16 keeps the prefill short; 2 timed steps after 3 warm-up steps; runner path only.
-timeout 300 "$NCU" --csv --metrics gpu__time_duration.sum --kernel-name regex:'gemv|attention|rms_norm|rope|silu|sample|gather|add_|write_kv' \
+timeout 300 "$NCU" --csv --metrics gpu__time_duration.sum --kernel-name regex:'gemv|attention|rms_norm|rope|silu|sample|gather|add_|write_kv|moe|route' \
   --launch-count 1200 \
   build-gpu/bench/decode/drift_bench_decode --model "$MODEL" --batch 1 --prefill 16 --prompt 16 --gen 2 \
   --eager false --forward-only false "$@" >"$CSV" 2>"$OUT/ncu_$MODEL.err"

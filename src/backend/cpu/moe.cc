@@ -81,7 +81,8 @@ void matmul(const float* x, const float* w, const float* bias, int64_t n, int64_
 
 void gated_activation(const MoeExpertsParams& p, const float* gate_up, int64_t f, float* out) {
   for (int64_t i = 0; i < f; ++i) {
-    float gate = gate_up[i], up = gate_up[f + i];
+    float gate = p.gate_up_interleaved ? gate_up[2 * i] : gate_up[i];
+    float up = p.gate_up_interleaved ? gate_up[2 * i + 1] : gate_up[f + i];
     if (p.swiglu_limit > 0.0f) {
       gate = std::min(gate, p.swiglu_limit);
       up = std::clamp(up, -p.swiglu_limit, p.swiglu_limit);
@@ -111,6 +112,9 @@ void CpuOps::moe_route(const MoeRouteParams& p) {
 void CpuOps::moe_experts(const MoeExpertsParams& p) {
   const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1), top_k = p.topk_ids.size(1);
   const int64_t num_experts = p.w_gate_up.size(0), ffn = p.w_down.size(2);
+  DRIFT_CHECK(p.w_gate_up.dtype == DType::kF32 && p.w_down.dtype == DType::kF32,
+              "cpu moe_experts reads fp32 expert matrices, not {} / {} (the loader decodes MXFP4 for this backend)",
+              dtype_name(p.w_gate_up.dtype), dtype_name(p.w_down.dtype));
   DRIFT_CHECK_EQ(p.w_gate_up.size(1), 2 * ffn);
   DRIFT_CHECK_EQ(p.w_gate_up.size(2), hidden);
   DRIFT_CHECK_EQ(p.w_down.size(1), hidden);

@@ -10,25 +10,18 @@
 #include "backend/cuda/runtime/check.h"
 #include "backend/cuda/runtime/cublaslt.h"
 #include "backend/cuda/runtime/graph.h"
+#include "backend/cuda/tensor_checks.h"
 
 namespace drift::backend {
 
 namespace {
 
 using cuda::bf16;
-
-void check_device(const Tensor& t, const char* what) {
-  DRIFT_CHECK(t.device == Device::kCuda, "cuda {}: tensor {} is not on the GPU", what, t.describe());
-}
-
-void check_dtype(const Tensor& t, DType want, const char* what) {
-  check_device(t, what);
-  DRIFT_CHECK(t.dtype == want, "cuda {} expects {}, got {}", what, dtype_name(want), t.describe());
-}
-
-const bf16* bf16_ptr(const Tensor& t) { return static_cast<const bf16*>(t.data); }
-bf16* bf16_mut(const Tensor& t) { return static_cast<bf16*>(t.data); }
-const int32_t* i32_ptr(const Tensor& t) { return static_cast<const int32_t*>(t.data); }
+using cuda::bf16_mut;
+using cuda::bf16_ptr;
+using cuda::check_device;
+using cuda::check_dtype;
+using cuda::i32_ptr;
 
 std::shared_ptr<void> device_alloc(size_t bytes) {
   void* p = nullptr;
@@ -466,18 +459,6 @@ Status CudaOps::check_attention(const AttentionShape& s) {
                                    "query heads per kv head; this layer has head_dim {}, {} heads over {} kv heads",
                                    d, h, hk));
   return Status::Ok();
-}
-
-Status CudaOps::check_moe(const MoeShape&) {
-  return unsupported("mixture-of-experts layers (moe_route, moe_experts) are not on the cuda backend yet");
-}
-
-void CudaOps::moe_route(const MoeRouteParams&) {
-  DRIFT_CHECK(false, "cuda moe_route is not implemented yet (MoE models run on the CPU backend for now)");
-}
-
-void CudaOps::moe_experts(const MoeExpertsParams&) {
-  DRIFT_CHECK(false, "cuda moe_experts is not implemented yet (MoE models run on the CPU backend for now)");
 }
 
 }  // namespace drift::backend

@@ -75,10 +75,12 @@ class CudaOps final : public Ops {
                        const Tensor& act) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
-  // Not on this backend yet (the MoE issue): supports(MoeShape) refuses MoE models when they load, and
-  // these abort with a message naming the op should one be called anyway.
+  // Mixture of experts (cuda_moe.cc): routing on the GPU, and experts kept in MXFP4 (bf16 experts are
+  // refused by supports(MoeShape) when a model loads).
   void moe_route(const MoeRouteParams& p) override;
   void moe_experts(const MoeExpertsParams& p) override;
+  bool reads_weight_format(WeightFormat format) const override { return format == WeightFormat::kMxfp4; }
+  size_t moe_workspace_bytes(const MoeShape& shape, int64_t max_tokens) const override;
   void copy(const Tensor& src, const Tensor& dst) override;
 
   Status supports(const AttentionShape& shape) const override { return check_attention(shape); }

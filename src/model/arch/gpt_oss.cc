@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "model/decoder_model.h"
+#include "weights/mxfp4.h"
 
 namespace drift::model {
 
@@ -42,8 +43,35 @@ std::vector<float> gate_first(const std::vector<float>& w, int64_t experts, int6
   return out;
 }
 
+// The MXFP4 matrix "<name>_blocks" [E, rows, cols / 32, 16] + "<name>_scales" [E, rows, cols / 32] as stored,
+// the codes seen as [E, rows, cols / 2].
+Status load_mxfp4(WeightLoader& loader, const std::string& name, int64_t experts, int64_t rows, int64_t cols,
+                  backend::Buffer& codes, backend::Buffer& scales) {
+  const int64_t blocks = cols / weights::kMxfp4BlockValues;
+  DRIFT_ASSIGN_OR_RETURN(codes, loader.load_stored(name + "_blocks", {experts, rows, blocks, weights::kMxfp4BlockBytes},
+                                                   DType::kU8));
+  codes.view = codes.view.view({experts, rows, cols / 2});
+  DRIFT_ASSIGN_OR_RETURN(scales, loader.load_stored(name + "_scales", {experts, rows, blocks}, DType::kU8));
+  return Status::Ok();
+}
+
+// Experts kept MXFP4 for a backend whose kernels decode them: gate and up stay interleaved as stored.
+Expected<Moe> load_gpt_oss_mxfp4_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec) {
+  const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
+  const std::string experts = prefix + ".experts";
+  MoeWeights w;
+  DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".router", e, h, true));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".gate_up_proj", e, 2 * f, h, w.w_gate_up, w.w_gate_up_scales));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, w.w_down, w.w_down_scales));
+  DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.load(experts + ".gate_up_proj_bias", {e, 2 * f}));
+  DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}));
+  w.gate_up_interleaved = true;
+  return Moe(spec, std::move(w));
+}
+
 Expected<Moe> load_gpt_oss_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec,
                                const weights::ModelConfig& c) {
+  if (spec.mxfp4) return load_gpt_oss_mxfp4_moe(loader, prefix, spec);
   const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
   const std::string experts = prefix + ".experts";
   MoeWeights w;

@@ -38,8 +38,10 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
     DRIFT_ASSIGN_OR_RETURN(a.q_norm_, RmsNorm::load(loader, prefix + ".q_norm.weight", spec.head_dim, spec.norm_eps));
     DRIFT_ASSIGN_OR_RETURN(a.k_norm_, RmsNorm::load(loader, prefix + ".k_norm.weight", spec.head_dim, spec.norm_eps));
   }
-  if (spec.sinks) {
-    DRIFT_ASSIGN_OR_RETURN(a.sinks_, loader.load(prefix + ".sinks", {spec.num_heads}));
+  if (spec.sinks) {  // fp32 on every backend (PagedAttentionParams::sinks), not the compute dtype
+    DRIFT_ASSIGN_OR_RETURN(const std::vector<float> sinks, loader.read_host(prefix + ".sinks", {spec.num_heads}));
+    a.sinks_ = loader.ops().alloc(DType::kF32, {spec.num_heads});
+    loader.ops().copy_from_host(a.sinks_.view, sinks.data());
   }
   return a;
 }

@@ -32,6 +32,15 @@ MoeSpec moe_spec(const weights::ModelConfig& c) {
   return s;
 }
 
+bool keeps_mxfp4(const weights::ModelConfig& config, const backend::Ops& ops) {
+  return config.quant_method == "mxfp4" && ops.reads_weight_format(backend::WeightFormat::kMxfp4);
+}
+
+backend::MoeShape moe_shape(const MoeSpec& spec) {
+  return {.hidden = spec.hidden, .ffn = spec.ffn, .num_experts = spec.num_experts, .top_k = spec.top_k,
+          .clamped_swiglu = spec.swiglu_limit > 0.0f, .mxfp4 = spec.mxfp4};
+}
+
 Status check_moe_spec(const MoeSpec& spec) {
   const backend::MoeRouteParams& r = spec.routing;
   const int64_t per_group = spec.num_experts / r.n_group;
@@ -56,6 +65,8 @@ MoeScratch MoeScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Moe
     s.shared_out = ops.alloc(t, {max_tokens, spec.hidden});
     s.shared = GatedMlp::allocate_scratch(ops, max_tokens, spec.shared_ffn);
   }
+  if (const size_t bytes = ops.moe_workspace_bytes(moe_shape(spec), max_tokens); bytes > 0)
+    s.workspace = ops.alloc(DType::kU8, {int64_t(bytes)});
   return s;
 }
 
@@ -77,6 +88,10 @@ void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const
   experts.b_gate_up = w_.b_gate_up.view;
   experts.w_down = w_.w_down.view;
   experts.b_down = w_.b_down.view;
+  experts.w_gate_up_scales = w_.w_gate_up_scales.view;
+  experts.w_down_scales = w_.w_down_scales.view;
+  experts.gate_up_interleaved = w_.gate_up_interleaved;
+  experts.workspace = scratch.workspace.view;
   experts.out = out;
   experts.swiglu_limit = spec_.swiglu_limit;
   experts.swiglu_alpha = spec_.swiglu_alpha;

@@ -20,7 +20,14 @@ struct MoeSpec {
   backend::MoeRouteParams routing;  // scoring, groups, renormalisation, scale; its tensors are set per step
   float swiglu_limit = 0.0f;        // 0: silu(gate) * up; GPT-OSS: 7 with alpha 1.702
   float swiglu_alpha = 1.702f;
+  bool mxfp4 = false;               // expert matrices kept as stored in MXFP4 (keeps_mxfp4)
 };
+
+// Whether the experts stay MXFP4 on `ops` (the checkpoint stores them so and a kernel reads them as stored);
+// otherwise the loader decodes them to the compute dtype.
+bool keeps_mxfp4(const weights::ModelConfig& config, const backend::Ops& ops);
+// What the MoE layers of `spec` ask of a backend.
+backend::MoeShape moe_shape(const MoeSpec& spec);
 
 // The spec a config's MoE section describes: DeepSeek's shared experts and routing, GPT-OSS's clamped
 // SwiGLU. The config must have a MoE section.
@@ -34,10 +41,14 @@ Status check_moe_spec(const MoeSpec& spec);
 struct MoeWeights {
   Linear router;                    // [E, H], bias [E] for GPT-OSS
   backend::Buffer correction_bias;  // [E] DeepSeek-V3 e_score_correction_bias, else empty
-  backend::Buffer w_gate_up;        // [E, 2F, H]: per expert the F gate rows, then the F up rows
-  backend::Buffer b_gate_up;        // [E, 2F] or empty
+  backend::Buffer w_gate_up;        // [E, 2F, H]: the F gate rows then the F up rows, or alternating (interleaved)
+  backend::Buffer b_gate_up;        // [E, 2F] or empty, in the row order of w_gate_up
   backend::Buffer w_down;           // [E, H, F]
   backend::Buffer b_down;           // [E, H] or empty
+  // MXFP4 (MoeSpec::mxfp4): w_gate_up [E, 2F, H / 2] and w_down [E, H, F / 2] hold U8 codes, these the scales.
+  backend::Buffer w_gate_up_scales;  // [E, 2F, H / 32] U8
+  backend::Buffer w_down_scales;     // [E, H, F / 32] U8
+  bool gate_up_interleaved = false;  // rows 2j, 2j + 1 are gate j, up j (as GPT-OSS stores them)
   std::optional<GatedMlp> shared;   // DeepSeek's shared experts, one SwiGLU MLP of width shared_ffn
 };
 
@@ -46,6 +57,7 @@ struct MoeScratch {
   backend::Buffer topk_ids;      // [max_tokens, top_k] int32
   backend::Buffer topk_weights;  // [max_tokens, top_k]
   backend::Buffer shared_out;    // [max_tokens, hidden], when there are shared experts
+  backend::Buffer workspace;     // the backend's moe_experts scratch (bytes), when it asks for one
   GatedMlpScratch shared;
 
   static MoeScratch allocate(backend::Ops& ops, int64_t max_tokens, const MoeSpec& spec);

@@ -122,6 +122,47 @@ struct ConcatParams {
 };
 void run(const ConcatParams& p, cudaStream_t stream);
 
+// The expert choice of MoeRouteParams (ops.h) for every token: one warp per token, experts in shared memory.
+struct RouteParams {
+  const float* logits = nullptr;           // [num_tokens, num_experts]
+  const float* correction_bias = nullptr;  // [num_experts] or null
+  int32_t* topk_ids = nullptr;             // [num_tokens, top_k]
+  float* topk_weights = nullptr;           // [num_tokens, top_k]
+  int64_t num_tokens = 0;
+  int32_t num_experts = 0, top_k = 0;
+  int32_t n_group = 1, topk_group = 1, group_score_top = 1;
+  bool sigmoid = false;  // scoring: sigmoid, else softmax over all experts
+  bool renormalize = false;
+  float routed_scaling_factor = 1.0f;
+};
+void run(const RouteParams& p, cudaStream_t stream);
+bool route_supports(int64_t num_experts, int64_t top_k, int64_t n_group);
+
+// MoeExpertsParams (ops.h) with MXFP4 expert matrices (ops/moe_mxfp4.cu): the token/expert pairs sorted by
+// expert, per expert a gate/up product with its bias and activation and a down product with its bias (the
+// codes decoded in registers and multiplied on tensor cores), then each token's weighted sum.
+struct Mxfp4MoeParams {
+  const bf16* x = nullptr;               // [num_tokens, hidden]
+  const int32_t* topk_ids = nullptr;     // [num_tokens, top_k]
+  const float* topk_weights = nullptr;   // [num_tokens, top_k]
+  const uint8_t* gate_up = nullptr;      // [num_experts, 2 * ffn, hidden / 2] E2M1 codes
+  const uint8_t* gate_up_scales = nullptr;  // [num_experts, 2 * ffn, hidden / 32] E8M0
+  const bf16* gate_up_bias = nullptr;    // [num_experts, 2 * ffn] or null
+  const uint8_t* down = nullptr;         // [num_experts, hidden, ffn / 2]
+  const uint8_t* down_scales = nullptr;  // [num_experts, hidden, ffn / 32]
+  const bf16* down_bias = nullptr;       // [num_experts, hidden] or null
+  bf16* out = nullptr;                   // [num_tokens, hidden]
+  void* workspace = nullptr;             // mxfp4_moe_workspace_bytes(num_tokens or more, ...)
+  int64_t num_tokens = 0;
+  int32_t hidden = 0, ffn = 0, num_experts = 0, top_k = 0;
+  bool interleaved = false;  // gate/up rows alternate (else the ffn gate rows, then the ffn up rows)
+  float swiglu_limit = 0.0f, swiglu_alpha = 1.702f;
+};
+void run(const Mxfp4MoeParams& p, cudaStream_t stream);
+size_t mxfp4_moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);
+// Hidden and ffn multiples of 64, at most 1024 experts.
+bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
+
 // Attention of new tokens over the paged KV cache (which already holds their K/V), with the key rules of
 // PagedAttentionParams (ops.h): chains, draft trees (tree_mask) and block-table views (block_positions);
 // kernels/attention_keys.cuh applies them.

@@ -1,0 +1,83 @@
+// The routed experts' bookkeeping around the MXFP4 products (moe_mxfp4.cu): grouping the (token, choice)
+// pairs by expert into tiles, and each token's weighted sum of its experts' outputs. Grouping uses shared
+// atomics, so the order of an expert's pairs within its tiles varies from run to run; each pair's output
+// depends only on its own token (a tensor-core product never mixes columns), and the sum runs in choice
+// order, so results do not.
+#include <cub/block/block_scan.cuh>
+
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
+#include "backend/cuda/ops/moe_workspace.h"
+
+namespace drift::backend::cuda {
+
+namespace {
+
+constexpr int kAlignThreads = 1024;  // one CTA; thread e owns expert e's prefix sums (num_experts <= 1024)
+
+__global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(Mxfp4MoeParams p, MoeWorkspace w, int32_t tile_tokens) {
+  using Scan = cub::BlockScan<int2, kAlignThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int32_t count[kAlignThreads], first[kAlignThreads];
+  pdl_launch_dependents();
+  pdl_wait();
+  const int tid = threadIdx.x;
+  const int64_t pairs = p.num_tokens * p.top_k;
+  count[tid] = 0;
+  __syncthreads();
+  for (int64_t i = tid; i < pairs; i += kAlignThreads) {
+    const int32_t e = p.topk_ids[i];
+    w.rank[i] = e >= 0 && e < p.num_experts ? atomicAdd(&count[e], 1) : -1;
+  }
+  __syncthreads();
+  // (first place, first tile) of expert tid, by one exclusive scan of (pairs, tiles).
+  const int32_t n = tid < p.num_experts ? count[tid] : 0;
+  const int2 mine = make_int2(n, (n + tile_tokens - 1) / tile_tokens);
+  int2 before, total;
+  Scan(scan).ExclusiveScan(mine, before, make_int2(0, 0),
+                           [](int2 a, int2 b) { return make_int2(a.x + b.x, a.y + b.y); }, total);
+  first[tid] = before.x;
+  for (int32_t t = 0; t < mine.y; ++t) {
+    w.tile_expert[before.y + t] = tid;
+    w.tile_start[before.y + t] = before.x + t * tile_tokens;
+    w.tile_end[before.y + t] = min(before.x + n, before.x + (t + 1) * tile_tokens);
+  }
+  if (tid == 0) *w.num_tiles = total.y;
+  __syncthreads();
+  for (int64_t i = tid; i < pairs; i += kAlignThreads) {
+    const int32_t e = p.topk_ids[i];
+    if (e >= 0 && e < p.num_experts) w.sorted[first[e] + w.rank[i]] = int32_t(i);
+  }
+}
+
+// grid: num_tokens; block: 128 threads, 8 features each per pass.
+__global__ void moe_combine_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t t = blockIdx.x;
+  for (int64_t c = threadIdx.x; c < p.hidden / 8; c += blockDim.x) {
+    float sum[8] = {};
+    for (int j = 0; j < p.top_k; ++j) {
+      const int32_t e = p.topk_ids[t * p.top_k + j];
+      if (e < 0 || e >= p.num_experts) continue;
+      const float weight = p.topk_weights[t * p.top_k + j];
+      float y[8];
+      bf16x8_to_float(load16(w.expert_out + (t * p.top_k + j) * p.hidden + c * 8), y);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum[i] = fmaf(weight, y[i], sum[i]);
+    }
+    store16(p.out + t * p.hidden + c * 8, float_to_bf16x8(sum));
+  }
+}
+
+}  // namespace
+
+void run_moe_align(const Mxfp4MoeParams& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream) {
+  launch(moe_align_kernel, 1, kAlignThreads, 0, stream, p, w, tile_tokens);
+}
+
+void run_moe_combine(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
+  launch(moe_combine_kernel, unsigned(p.num_tokens), 128, 0, stream, p, w);
+}
+
+}  // namespace drift::backend::cuda
