@@ -364,7 +364,7 @@ class ModelBench {
     rc.num_kv_groups = int32_t(num_kv_groups_);
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch;
-    rc.num_blocks = prefill_first_block_ + rc.max_model_len / kBlockSize + 1;
+    rc.num_blocks = {prefill_first_block_ + rc.max_model_len / kBlockSize + 1};  // Llama shapes: one KV group
     runner_ = std::make_unique<runner::ModelRunner>(*model_, ops, rc,
                                                     sample::make_cuda_sampler(ops, max_batch, model_->vocab_size()));
     greedy_.temperature = 0.0f;

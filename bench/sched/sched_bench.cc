@@ -59,7 +59,7 @@ std::unique_ptr<Scheduler> make_scheduler(const benchmark::State& state, int32_t
   KvConfig kv;
   kv.block_size = 16;
   kv.groups = {KvSpec{.name = "full", .kind = KvKind::kGqa, .kv_heads = 8, .head_dim = 128, .num_layers = 32}};
-  kv.num_blocks = num_seqs * (max_len / kv.block_size + 1);  // every request fits at full length
+  kv.num_blocks = {num_seqs * (max_len / kv.block_size + 1)};  // every request fits at full length
   return std::make_unique<Scheduler>(config, kv);
 }
 

@@ -73,10 +73,20 @@ struct Histogram {
   void observe(double v);
 };
 
+// One KV layer group's pool (GPT-OSS: "sliding" and "full"). A sliding-window group's pool is sized for
+// its window, so groups differ in block count, and in bytes per block.
+struct KvGroupMetrics {
+  std::string name;
+  int32_t sliding_window = 0;  // 0: full attention
+  int64_t bytes_per_block = 0;
+  int64_t blocks_total = 0, blocks_used = 0;
+};
+
 // A snapshot of the engine's counters and gauges (names follow vLLM's metrics).
 struct EngineMetrics {
   int64_t num_requests_running = 0, num_requests_waiting = 0;
-  int64_t kv_blocks_total = 0, kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0;  // summed over kv_groups
+  std::vector<KvGroupMetrics> kv_groups;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0, prefix_cache_evictions = 0;  // in tokens / blocks
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   int64_t num_preemptions_total = 0, num_rejections_total = 0;

@@ -1,4 +1,5 @@
 // What a model folder holds and what serving it costs, read without loading the weights (drift inspect).
+// A folder with config.json alone (a model shape, e.g. bench/configs/) is enough for the KV figures.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct KvGroupInfo {
 
 struct ModelInfo {
   std::string architecture, model_type;
+  bool has_weights = false;            // false: config.json alone; the next three stay empty
   int64_t num_parameters = 0;          // elements of the stored tensors
   int64_t weight_bytes = 0;
   std::map<std::string, int64_t> parameters_by_dtype;  // stored dtype -> elements
@@ -36,5 +38,21 @@ struct ModelInfo {
 
 // kv_dtype: "bf16", "f32" or "fp8".
 Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype = "bf16");
+
+// The KV cache one request of `context` tokens holds at its peak, per group (ModelInfo::kv_groups order),
+// beside what full attention on every layer would hold for it. A sliding-window group keeps only its
+// window plus one step of at most `max_step_tokens` (the engine's max_num_batched_tokens): the engine
+// frees the blocks that left the window and sizes that group's pool for it.
+struct KvFootprint {
+  int64_t context = 0;
+  int32_t block_size = 0;
+  std::vector<int64_t> group_blocks;   // [kv_groups]
+  std::vector<int64_t> group_bytes;    // [kv_groups]
+  std::vector<int64_t> group_full_attention_bytes;  // [kv_groups] the same group without its window
+  int64_t bytes = 0;                   // all groups
+  int64_t full_attention_bytes = 0;    // all groups without their windows
+  double fraction() const { return full_attention_bytes > 0 ? double(bytes) / double(full_attention_bytes) : 0.0; }
+};
+KvFootprint kv_footprint(const ModelInfo& info, int64_t context, int32_t block_size, int32_t max_step_tokens);
 
 }  // namespace drift

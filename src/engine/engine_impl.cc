@@ -47,8 +47,6 @@ const std::vector<double> kTokensPerStepBuckets = {1, 8, 16, 32, 64, 128, 256, 5
 // Positions are int32 on every path (block tables, kernels); one below 2^31 leaves room for the next token.
 constexpr int64_t kMaxServedPositions = (int64_t(1) << 31) - 2;
 
-int32_t blocks_for(int64_t tokens, int32_t block_size) { return int32_t((tokens + block_size - 1) / block_size); }
-
 }  // namespace
 
 Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute) {
@@ -128,18 +126,25 @@ Status EngineImpl::size_kv_cache() {
     return invalid_argument(fmt::format("{} has max_position_embeddings {}; Drift serves at most {} positions: set "
                                         "max_model_len (--max-model-len)", model_name_, model_len, kMaxServedPositions));
   max_model_len_ = int32_t(served);
-  // KV capacity: the budget in bytes, but never more than every sequence at full length needs.
-  const int64_t bytes_per_block = model_->kv_bytes_per_token(kv_dtype_) * config.block_size;
+  // KV capacity: the budget in bytes, split into one pool per layer group; a sliding-window group's pool
+  // holds only what its requests can keep at once (core/kv/kv_sizing.h), the full-attention groups the rest.
   const int64_t budget = config.kv_cache_bytes > 0
                              ? config.kv_cache_bytes
                              : int64_t(double(ops_->free_memory_bytes()) * config.kv_cache_memory_fraction);
-  const int64_t useful = int64_t(config.max_num_seqs) * blocks_for(max_model_len_, config.block_size);
-  const auto specs = model_->kv_specs(kv_dtype_);
-  num_blocks_ = int32_t(std::min<int64_t>(core::num_blocks_for_budget(budget, specs, config.block_size), useful));
-  if (num_blocks_ < 1)
-    return resource_exhausted(fmt::format("the KV cache budget of {} bytes holds no block of {} bytes", budget, bytes_per_block));
-  spdlog::debug("drift: {} on {}: {} KV blocks of {} tokens ({} bytes each, {}), session length {}", model_name_,
-                ops_->name(), num_blocks_, config.block_size, bytes_per_block, dtype_name(kv_dtype_), max_model_len_);
+  kv_specs_ = model_->kv_specs(kv_dtype_);
+  const core::KvPoolLimits limits{.budget_bytes = budget, .block_size = config.block_size,
+                                  .max_num_seqs = config.max_num_seqs,
+                                  .max_step_tokens = config.max_num_batched_tokens, .max_model_len = max_model_len_};
+  kv_blocks_ = core::pool_blocks_for_budget(kv_specs_, limits);
+  for (size_t g = 0; g < kv_specs_.size(); ++g) {
+    const int64_t bytes_per_block = kv_specs_[g].bytes_per_block(config.block_size);
+    if (kv_blocks_[g] < 1)
+      return resource_exhausted(fmt::format("the KV cache budget of {} bytes holds no block of group '{}' ({} bytes a block)",
+                                            budget, kv_specs_[g].name, bytes_per_block));
+    spdlog::debug("drift: {} on {}: KV group '{}': {} blocks of {} tokens ({} bytes each, {}), session length {}",
+                  model_name_, ops_->name(), kv_specs_[g].name, kv_blocks_[g], config.block_size, bytes_per_block,
+                  dtype_name(kv_dtype_), max_model_len_);
+  }
   return Status::Ok();
 }
 
@@ -147,11 +152,10 @@ Status EngineImpl::build_loop_parts() {
   const EngineConfig& config = config_;
   runner::RunnerConfig rc;
   rc.block_size = config.block_size;
-  rc.num_blocks = num_blocks_;
+  rc.num_blocks = kv_blocks_;
   rc.max_num_seqs = config.max_num_seqs;
   rc.max_num_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
   rc.max_model_len = max_model_len_;
-  rc.num_kv_groups = int32_t(model_->kv_specs(kv_dtype_).size());
   rc.kv_dtype = kv_dtype_;
   rc.cuda_graphs = !config.enforce_eager;
   // A verify step samples 1 + drafts rows per sequence: the sampler takes up to a step's tokens.
@@ -170,8 +174,8 @@ Status EngineImpl::build_loop_parts() {
   sc.max_model_len = max_model_len_;
   core::KvConfig kv;
   kv.block_size = config.block_size;
-  kv.num_blocks = num_blocks_;
-  kv.groups = model_->kv_specs(kv_dtype_);
+  kv.num_blocks = kv_blocks_;
+  kv.groups = kv_specs_;
   DRIFT_ASSIGN_OR_RETURN(scheduler_, core::Scheduler::create(sc, kv));
   // A TTFT target alone never lowers the budget (slo_budget.h): only a TPOT target turns the policy on.
   if (config.slo_tpot_ms > 0)
@@ -182,7 +186,12 @@ Status EngineImpl::build_loop_parts() {
   metrics_.time_per_output_token_s = Histogram(kTpotBuckets);
   metrics_.e2e_request_latency_s = Histogram(kE2eBuckets);
   metrics_.tokens_per_step = Histogram(kTokensPerStepBuckets);
-  metrics_.kv_blocks_total = num_blocks_;
+  for (size_t g = 0; g < kv_specs_.size(); ++g) {
+    metrics_.kv_groups.push_back({.name = kv_specs_[g].name, .sliding_window = kv_specs_[g].sliding_window,
+                                  .bytes_per_block = kv_specs_[g].bytes_per_block(config.block_size),
+                                  .blocks_total = kv_blocks_[g]});
+    metrics_.kv_blocks_total += kv_blocks_[g];
+  }
   metrics_.spec_decode_num_accepted_tokens_per_pos.assign(size_t(std::max(config.speculative.num_tokens, 0)), 0);
   return Status::Ok();
 }
@@ -213,11 +222,15 @@ Expected<std::string> EngineImpl::submit(Request request, OutputCallback on_outp
                                         max_model_len_, prompt_len + request.max_tokens, prompt_len, request.max_tokens));
   state->max_tokens = int32_t(std::min<int64_t>(request.max_tokens, max_model_len_ - prompt_len));
   const int64_t reserve = config_.admission == AdmissionPolicy::kGuaranteed ? prompt_len + state->max_tokens : prompt_len + 1;
-  if (blocks_for(reserve, config_.block_size) > num_blocks_)
-    return invalid_argument(fmt::format("the request needs {} KV blocks ({} tokens) but the cache has only {} blocks "
-                                          "({} tokens); lower max_tokens or the prompt",
-                                          blocks_for(reserve, config_.block_size), reserve, num_blocks_,
-                                          int64_t(num_blocks_) * config_.block_size));
+  for (size_t g = 0; g < kv_specs_.size(); ++g) {
+    const int32_t needed = core::max_blocks_held(kv_specs_[g].sliding_window, reserve, config_.max_num_batched_tokens,
+                                                 config_.block_size);
+    if (needed > kv_blocks_[g])
+      return invalid_argument(fmt::format("the request needs {} KV blocks of group '{}' ({} tokens) but that group's "
+                                          "cache has only {} blocks ({} tokens); lower max_tokens or the prompt",
+                                          needed, kv_specs_[g].name, reserve, kv_blocks_[g],
+                                          int64_t(kv_blocks_[g]) * config_.block_size));
+  }
   state->seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
   state->decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_);
   state->stop_matcher = std::make_unique<StopMatcher>(request.stop);
@@ -369,7 +382,11 @@ void EngineImpl::refresh_gauges() {
   std::lock_guard lock(metrics_mu_);
   metrics_.num_requests_running = scheduler_->num_running();
   metrics_.num_requests_waiting = scheduler_->num_waiting();
-  metrics_.kv_blocks_used = scheduler_->pool(0).num_used();
+  metrics_.kv_blocks_used = 0;
+  for (int32_t g = 0; g < scheduler_->num_groups(); ++g) {
+    metrics_.kv_groups[size_t(g)].blocks_used = scheduler_->pool(g).num_used();
+    metrics_.kv_blocks_used += scheduler_->pool(g).num_used();
+  }
   metrics_.prefix_cache_queries = prefix.query_tokens;
   metrics_.prefix_cache_hits = prefix.hit_tokens;
   metrics_.prefix_cache_evictions = prefix.evictions;

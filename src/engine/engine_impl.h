@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "backend/ops.h"
+#include "core/kv/kv_sizing.h"
 #include "core/sched/scheduler.h"
 #include "core/sched/slo_budget.h"
 #include "drift/engine.h"
@@ -76,7 +77,8 @@ class EngineImpl final : public Engine {
   EngineConfig config_;
   std::string model_name_;
   int32_t max_model_len_ = 0;
-  int32_t num_blocks_ = 0;
+  std::vector<core::KvSpec> kv_specs_;  // [KV groups] what a block of each layer group holds
+  std::vector<int32_t> kv_blocks_;       // [KV groups] blocks of each group's pool
   DType kv_dtype_ = DType::kBF16;
   std::vector<int32_t> eos_token_ids_;
   std::unique_ptr<backend::Ops> ops_;

@@ -1,22 +1,45 @@
 #include "drift/model_info.h"
 
+#include <filesystem>
+
+#include "core/kv/kv_sizing.h"
 #include "engine/engine_impl.h"
 #include "model/registry.h"
 #include "weights/weight_store.h"
 
 namespace drift {
 
-Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype_name) {
-  DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig c, weights::load_model_config(model_dir));
+namespace {
+
+// A config.json alone (a model's shape, for capacity planning) has no weights to count.
+bool has_weight_files(const std::string& model_dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
+    const std::filesystem::path& p = entry.path();
+    if (p.extension() == ".safetensors" || p.filename() == "model.safetensors.index.json") return true;
+  }
+  return false;
+}
+
+Status count_weights(const std::string& model_dir, ModelInfo& info) {
   DRIFT_ASSIGN_OR_RETURN(weights::WeightStore store, weights::WeightStore::open(model_dir));
-  DRIFT_ASSIGN_OR_RETURN(const DType kv_dtype, engine::parse_kv_cache_dtype(kv_dtype_name, DType::kBF16));
-  ModelInfo info;
   for (const std::string& name : store.names()) {
     const weights::TensorInfo* t = *store.get(name);
     info.num_parameters += t->numel();
     info.weight_bytes += int64_t(t->bytes.size());
     info.parameters_by_dtype[std::string(dtype_name(t->dtype))] += t->numel();
   }
+  info.has_weights = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype_name) {
+  DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig c, weights::load_model_config(model_dir));
+  DRIFT_ASSIGN_OR_RETURN(const DType kv_dtype, engine::parse_kv_cache_dtype(kv_dtype_name, DType::kBF16));
+  ModelInfo info;
+  if (has_weight_files(model_dir)) DRIFT_RETURN_IF_ERROR(count_weights(model_dir, info));
   info.architecture = c.architecture;
   info.model_type = c.model_type;
   info.num_layers = c.num_layers;
@@ -40,6 +63,23 @@ Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::strin
   info.mha_kv_bytes_per_token =
       (c.num_heads * c.head_dim + c.num_heads * value_head_dim) * c.num_layers * int64_t(dtype_size(kv_dtype));
   return info;
+}
+
+KvFootprint kv_footprint(const ModelInfo& info, int64_t context, int32_t block_size, int32_t max_step_tokens) {
+  KvFootprint f;
+  f.context = context;
+  f.block_size = block_size;
+  const int64_t whole = core::blocks_for_tokens(context, block_size);
+  for (const KvGroupInfo& g : info.kv_groups) {
+    const int64_t bytes_per_block = g.bytes_per_token * block_size;
+    const int64_t blocks = core::max_blocks_held(g.sliding_window, context, max_step_tokens, block_size);
+    f.group_blocks.push_back(blocks);
+    f.group_bytes.push_back(blocks * bytes_per_block);
+    f.group_full_attention_bytes.push_back(whole * bytes_per_block);
+    f.bytes += blocks * bytes_per_block;
+    f.full_attention_bytes += whole * bytes_per_block;
+  }
+  return f;
 }
 
 }  // namespace drift

@@ -40,8 +40,8 @@ Expected<PerplexityResult> measure_perplexity(const PerplexityConfig& config, co
   rc.max_num_tokens = int32_t(r.context);
   rc.max_num_seqs = 1;
   rc.max_model_len = int32_t(r.context);
-  rc.num_blocks = int32_t((r.context + rc.block_size - 1) / rc.block_size);
-  rc.num_kv_groups = int32_t(model->kv_specs(kv_dtype).size());
+  // One window at a time: every group holds the whole window, in the same block ids (runner/perplexity.cc).
+  rc.num_blocks.assign(model->kv_specs(kv_dtype).size(), int32_t((r.context + rc.block_size - 1) / rc.block_size));
   rc.kv_dtype = kv_dtype;
   runner::ModelRunner runner(*model, ops, rc);
   const auto start = std::chrono::steady_clock::now();

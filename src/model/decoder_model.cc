@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "base/check.h"
 #include "model/layer_plan.h"
 #include "model/layers/decoder_stream.h"
 #include "model/layers/gqa_attention.h"
@@ -59,10 +60,12 @@ class DecoderModel final : public Model {
 
   std::vector<core::KvSpec> kv_specs(DType kv_dtype) const override { return plan_.kv_specs(kv_dtype); }
 
-  void allocate_kv_cache(int32_t num_blocks, int32_t block_size, DType kv_dtype) override {
-    for (DecoderLayer& layer : layers_) {
-      if (layer.gqa) layer.gqa->allocate_cache(*ops_, num_blocks, block_size, kv_dtype);
-      if (layer.mla) layer.mla->allocate_cache(*ops_, num_blocks, block_size, kv_dtype);
+  void allocate_kv_cache(std::span<const int32_t> num_blocks, int32_t block_size, DType kv_dtype) override {
+    DRIFT_CHECK_EQ(num_blocks.size(), plan_.kv_groups.size());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const int32_t blocks = num_blocks[size_t(plan_.layers[i].kv_group)];
+      if (layers_[i].gqa) layers_[i].gqa->allocate_cache(*ops_, blocks, block_size, kv_dtype);
+      if (layers_[i].mla) layers_[i].mla->allocate_cache(*ops_, blocks, block_size, kv_dtype);
     }
   }
 

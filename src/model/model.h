@@ -39,9 +39,10 @@ class Model {
   int64_t kv_bytes_per_token(DType kv_dtype) const;
   int64_t num_parameters() const { return num_parameters_; }
 
-  // Paged KV storage of every layer: num_blocks blocks of block_size tokens, each layer in the dtype its
-  // group's KvSpec names.
-  virtual void allocate_kv_cache(int32_t num_blocks, int32_t block_size, DType kv_dtype) = 0;
+  // Paged KV storage of every layer: num_blocks[g] blocks of block_size tokens for each layer of KV group g
+  // (kv_specs() order; a sliding-window group may have fewer blocks), each layer in the dtype its group's
+  // KvSpec names.
+  virtual void allocate_kv_cache(std::span<const int32_t> num_blocks, int32_t block_size, DType kv_dtype) = 0;
   // Step buffers sized once for the largest step (contract 11).
   virtual void allocate_workspace(int32_t max_tokens, int32_t max_logits) = 0;
   // Runs the step; writes logits [ctx.num_logits, vocab] fp32 into `logits`.

@@ -68,7 +68,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
     : model_(model), ops_(ops), config_(config), sampler_(std::move(sampler)) {
   max_blocks_per_seq_ = (config.max_model_len + config.block_size - 1) / config.block_size;
   max_mask_words_ = mask_words_for(std::min(config.max_num_tokens, kMaxTreeTokens));
-  scratch_block_ = config.num_blocks;
+  scratch_blocks_ = config.num_blocks;
   const int32_t t = config.max_num_tokens, s = config.max_num_seqs;
   // Decode buckets: powers of two below the largest batch, then the largest batch itself.
   const int32_t largest = std::min(s, t);
@@ -81,7 +81,9 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
   inputs_ = ops.alloc(DType::kI32, {arena});
   logits_ = ops.alloc(DType::kF32, {t, model.vocab_size()});
   model.allocate_workspace(t, t);
-  model.allocate_kv_cache(config.num_blocks + 1, config.block_size, config.kv_dtype.value_or(ops.compute_dtype()));
+  std::vector<int32_t> with_scratch = config.num_blocks;
+  for (int32_t& n : with_scratch) ++n;
+  model.allocate_kv_cache(with_scratch, config.block_size, config.kv_dtype.value_or(ops.compute_dtype()));
 }
 
 ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width,
@@ -98,7 +100,7 @@ ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, in
     at += n;
     return begin;
   };
-  const int64_t groups = config_.num_kv_groups;
+  const int64_t groups = config_.num_kv_groups();
   l.token_ids = take(num_tokens);
   l.positions = take(num_tokens);
   l.context_lens = take(num_seqs);
@@ -122,7 +124,7 @@ Expected<ModelRunner::StepShape> ModelRunner::check(std::span<const SeqStep> seq
   shape.num_seqs = int32_t(seqs.size());
   if (shape.num_seqs == 0 || shape.num_seqs > config_.max_num_seqs)
     return invalid_argument(fmt::format("a step needs 1..{} sequences, got {}", config_.max_num_seqs, shape.num_seqs));
-  const size_t num_groups = size_t(config_.num_kv_groups);
+  const size_t num_groups = size_t(config_.num_kv_groups());
   const int32_t bs = config_.block_size;
   int32_t blocks_wide = 1;
   bool uniform = true;
@@ -170,7 +172,7 @@ Expected<ModelRunner::StepShape> ModelRunner::check(std::span<const SeqStep> seq
 
 // Block-table columns past a sequence's last needed block are never read, so they are not written.
 void ModelRunner::pack(std::span<const SeqStep> seqs, const Layout& l) {
-  const size_t num_groups = size_t(config_.num_kv_groups);
+  const size_t num_groups = size_t(config_.num_kv_groups());
   const int32_t bs = config_.block_size;
   int32_t* h = staging_.view.data_as<int32_t>();
   int32_t row = 0, logits_row = 0;
@@ -210,7 +212,7 @@ void ModelRunner::pack(std::span<const SeqStep> seqs, const Layout& l) {
 // Padding sequences of a graph bucket: new_per_seq tokens (token 0) at positions 0.. of a sequence that
 // lives in the scratch block, written and read there only; logits of their last rows.
 void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32_t logits_per_seq, const Layout& l) {
-  const size_t num_groups = size_t(config_.num_kv_groups);
+  const size_t num_groups = size_t(config_.num_kv_groups());
   const int32_t bs = config_.block_size;
   int32_t* h = staging_.view.data_as<int32_t>();
   for (int32_t s = num_real_seqs; s < l.num_seqs; ++s) {
@@ -218,13 +220,13 @@ void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32
       const int32_t row = s * new_per_seq + i;
       h[l.token_ids + row] = 0;
       h[l.positions + row] = i;
-      for (size_t g = 0; g < num_groups; ++g) h[l.slot_mapping + int64_t(g) * l.num_tokens + row] = scratch_block_ * bs + i;
+      for (size_t g = 0; g < num_groups; ++g) h[l.slot_mapping + int64_t(g) * l.num_tokens + row] = scratch_blocks_[g] * bs + i;
       uint32_t* mask = reinterpret_cast<uint32_t*>(h + l.tree_mask + int64_t(row) * l.mask_words);
       for (int32_t w = 0; w < l.mask_words; ++w) mask[w] = chain_bits(i, w);
     }
     for (int32_t j = 0; j < logits_per_seq; ++j)
       h[l.logits_rows + s * logits_per_seq + j] = (s + 1) * new_per_seq - logits_per_seq + j;
-    for (size_t g = 0; g < num_groups; ++g) h[l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width] = scratch_block_;
+    for (size_t g = 0; g < num_groups; ++g) h[l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width] = scratch_blocks_[g];
     h[l.query_start + s + 1] = (s + 1) * new_per_seq;
     h[l.context_lens + s] = new_per_seq;
   }
@@ -239,7 +241,7 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
   ctx.num_logits = l.num_logits;
   ctx.token_ids = part(l.token_ids, l.num_tokens);
   ctx.positions = part(l.positions, l.num_tokens);
-  for (int64_t g = 0; g < config_.num_kv_groups; ++g)
+  for (int64_t g = 0; g < config_.num_kv_groups(); ++g)
     ctx.kv_groups.push_back(
         {.slot_mapping = part(l.slot_mapping + g * l.num_tokens, l.num_tokens),
          .block_tables = part(l.block_tables + g * l.num_seqs * l.width, int64_t(l.num_seqs) * l.width)

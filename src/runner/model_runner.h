@@ -33,12 +33,15 @@ struct RunnerConfig {
   int32_t max_num_tokens = 2048;   // per step
   int32_t max_num_seqs = 256;      // per step
   int32_t block_size = 16;
-  int32_t num_blocks = 0;          // KV capacity in blocks (the runner allocates one more: the scratch block)
+  // [the model's KV layer groups] blocks of each group's pool, each group with its own block tables (the
+  // runner allocates one more in each: the scratch block). A sliding-window group may have fewer.
+  std::vector<int32_t> num_blocks;
   int32_t max_model_len = 4096;    // bounds the block table width
-  int32_t num_kv_groups = 1;       // the model's KV layer groups, each with its own block tables
   std::optional<DType> kv_dtype;   // the KV cache's element type; unset: the backend's compute dtype
   // Replay uniform steps of step_and_sample() from graphs, when the backend can capture them.
   bool cuda_graphs = true;
+
+  int32_t num_kv_groups() const { return int32_t(num_blocks.size()); }
 };
 
 struct SeqStep {
@@ -134,7 +137,7 @@ class ModelRunner {
   std::unique_ptr<sample::DeviceSampler> sampler_;
   int32_t max_blocks_per_seq_;
   int32_t max_mask_words_;
-  int32_t scratch_block_;  // the KV block padding rows use: config.num_blocks, past the scheduler's pool
+  std::vector<int32_t> scratch_blocks_;  // [KV groups] the block padding rows use: num_blocks[g], past the pool
   backend::Buffer staging_, inputs_;  // packed int32 step inputs: page-locked host, device
   backend::Buffer logits_;
   std::vector<float> h_logits_;

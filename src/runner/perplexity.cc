@@ -33,7 +33,7 @@ Expected<WindowScore> sliding_window_nll(ModelRunner& runner, std::span<const in
   const int32_t bs = runner.config().block_size;
   std::vector<int32_t> blocks(size_t((context + bs - 1) / bs));
   std::iota(blocks.begin(), blocks.end(), 0);
-  const std::vector<std::vector<int32_t>> tables(size_t(runner.config().num_kv_groups), blocks);
+  const std::vector<std::vector<int32_t>> tables(size_t(runner.config().num_kv_groups()), blocks);
 
   WindowScore score;
   for (const ScoreWindow& w : score_windows(int64_t(ids.size()), context, stride)) {

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+#include <vector>
+
 namespace drift::server {
 
 namespace {
@@ -38,6 +41,13 @@ class Exposition {
     family(name, help, "counter");
     for (const auto& [label_value, v] : values) sample(name, fmt::format("{},{}=\"{}\"", labels_, label, label_value), double(v));
   }
+  // One gauge family with a sample per value of `label`.
+  void labelled_gauge(const char* name, const char* help, const char* label,
+                      const std::vector<std::pair<std::string, double>>& values) {
+    family(name, help, "gauge");
+    for (const auto& [label_value, v] : values)
+      sample(name, fmt::format("{},{}=\"{}\"", labels_, label, escape_label(label_value)), v);
+  }
   // One sample per index of `values`, labelled position="0", "1", ...
   void position_counter(const char* name, const char* help, const std::vector<int64_t>& values) {
     family(name, help, "counter");
@@ -70,16 +80,34 @@ class Exposition {
   std::string text_;
 };
 
+// Bytes held over bytes allocated: a sliding-window group's blocks may be as large as a full group's
+// while its pool is far smaller, so a block count would misstate how full the cache is.
+double kv_usage(const EngineMetrics& m) {
+  double used = 0, total = 0;
+  for (const KvGroupMetrics& g : m.kv_groups) {
+    used += double(g.blocks_used) * double(g.bytes_per_block);
+    total += double(g.blocks_total) * double(g.bytes_per_block);
+  }
+  return total > 0 ? used / total : 0.0;
+}
+
 }  // namespace
 
 std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished, const std::string& model_name) {
   Exposition e(model_name);
   e.gauge("drift:num_requests_running", "Number of requests in model execution batches.", double(m.num_requests_running));
   e.gauge("drift:num_requests_waiting", "Number of requests waiting to be processed.", double(m.num_requests_waiting));
-  e.gauge("drift:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-          m.kv_blocks_total > 0 ? double(m.kv_blocks_used) / double(m.kv_blocks_total) : 0.0);
-  e.gauge("drift:kv_blocks_used", "KV-cache blocks held by requests.", double(m.kv_blocks_used));
-  e.gauge("drift:kv_blocks_total", "KV-cache blocks in the pool.", double(m.kv_blocks_total));
+  e.gauge("drift:kv_cache_usage_perc", "KV-cache usage in bytes, over every layer group. 1 means 100 percent usage.",
+          kv_usage(m));
+  e.gauge("drift:kv_blocks_used", "KV-cache blocks held by requests, summed over the layer groups.", double(m.kv_blocks_used));
+  e.gauge("drift:kv_blocks_total", "KV-cache blocks in the pools, summed over the layer groups.", double(m.kv_blocks_total));
+  std::vector<std::pair<std::string, double>> used, total;
+  for (const KvGroupMetrics& g : m.kv_groups) {
+    used.emplace_back(g.name, double(g.blocks_used));
+    total.emplace_back(g.name, double(g.blocks_total));
+  }
+  e.labelled_gauge("drift:kv_group_blocks_used", "KV-cache blocks held by requests, by layer group.", "kv_group", used);
+  e.labelled_gauge("drift:kv_group_blocks_total", "KV-cache blocks in the layer group's pool.", "kv_group", total);
   e.counter("drift:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
             double(m.prefix_cache_queries));
   e.counter("drift:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",

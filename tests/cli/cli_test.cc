@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "drift/engine.h"
 #include "drift/model_info.h"
 #include "drift/perplexity.h"
 #ifdef DRIFT_HAVE_CUDA
@@ -90,6 +91,34 @@ TEST(PublicApi, InspectReportsTheKvGroupsOfTheLayerPlan) {
   const CommandRun r = drift("inspect -m " + fixture("gpt_oss"));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("kv group       sliding"), std::string::npos) << r.out;
+}
+
+// GPT-OSS-20B from its config.json alone: at 32k context its sliding layers hold 128 tokens of window plus
+// one step, so the cache is at most 55% of what full attention on every layer would hold.
+TEST(PublicApi, InspectShowsTheSlidingWindowSavingFromAConfigAlone) {
+  const std::string dir = std::string(DRIFT_BENCH_CONFIGS_DIR) + "/gpt-oss-20b";
+  auto info = inspect_model(dir);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_FALSE(info->has_weights);
+  ASSERT_EQ(info->kv_groups.size(), 2u);
+  EXPECT_EQ(info->kv_groups[0].sliding_window, 128);
+  EXPECT_EQ(info->kv_groups[0].num_layers, 12);
+  const EngineConfig defaults;
+  const KvFootprint f = kv_footprint(*info, 32768, defaults.block_size, defaults.max_num_batched_tokens);
+  EXPECT_EQ(f.group_blocks[1], 32768 / defaults.block_size);
+  EXPECT_LT(f.group_blocks[0] * 10, f.group_blocks[1]);
+  EXPECT_LE(f.fraction(), 0.55);
+  EXPECT_GT(f.fraction(), 0.5);
+
+  const CommandRun r = drift("inspect -m " + dir + " --context 32768");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("config.json only"), std::string::npos) << r.out;
+  const size_t at = r.out.find("% of full attention on every layer");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const size_t begin = r.out.rfind(' ', at) + 1;
+  const double percent = std::stod(r.out.substr(begin, at - begin));
+  EXPECT_LE(percent, 55.0) << r.out;
+  EXPECT_NEAR(percent, 100.0 * f.fraction(), 0.05) << r.out;
 }
 
 TEST(PublicApi, PerplexityOfTheCommandEqualsTheLibrarys) {

@@ -4,6 +4,7 @@
 // sliding-window layers run with blocks released behind the window.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,12 @@ TEST_P(EngineGoldenTest, GreedyMatchesTransformersWithChunkingAndPrefixReuse) {
   const EngineMetrics m = wait_until_idle(**engine);
   EXPECT_GT(m.prefix_cache_hits, 0);
   EXPECT_EQ(m.kv_blocks_used, 0);
+  // A sliding-window group's pool is sized for its window plus a step (7 tokens here), not the context.
+  const auto full = std::find_if(m.kv_groups.begin(), m.kv_groups.end(), [](const auto& g) { return g.sliding_window == 0; });
+  ASSERT_NE(full, m.kv_groups.end());
+  for (const KvGroupMetrics& g : m.kv_groups) {
+    if (g.sliding_window > 0) EXPECT_LT(g.blocks_total * 4, full->blocks_total) << g.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGoldenTest,

@@ -62,7 +62,7 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
     f_.model = std::move(m).value();
     runner::RunnerConfig rc;
     rc.block_size = 16;
-    rc.num_blocks = 64;
+    rc.num_blocks.assign(f_.model->kv_specs(DType::kBF16).size(), 64);
     rc.max_num_tokens = 512;
     rc.max_num_seqs = 64;
     rc.max_model_len = int32_t(f_.model->config().max_position_embeddings);

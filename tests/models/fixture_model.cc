@@ -24,11 +24,10 @@ FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t n
   f.model = std::move(model).value();
   runner::RunnerConfig rc;
   rc.block_size = block_size;
-  rc.num_blocks = num_blocks;
+  rc.num_blocks.assign(f.model->kv_specs(DType::kBF16).size(), num_blocks);
   rc.max_num_tokens = 512;
   rc.max_num_seqs = 64;
   rc.max_model_len = int32_t(f.model->config().max_position_embeddings);
-  rc.num_kv_groups = int32_t(f.model->kv_specs(DType::kBF16).size());
   f.runner = std::make_unique<runner::ModelRunner>(*f.model, *f.ops, rc);
 
   std::ifstream in(f.dir + "/golden.json");

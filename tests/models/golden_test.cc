@@ -17,7 +17,7 @@ constexpr double kTolerance = 1e-4;
 std::vector<std::vector<int32_t>> identity_blocks(const FixtureModel& f, int32_t n, int32_t first = 0) {
   std::vector<int32_t> b(static_cast<size_t>(n));
   std::iota(b.begin(), b.end(), first);
-  return std::vector<std::vector<int32_t>>(static_cast<size_t>(f.runner->config().num_kv_groups), b);
+  return std::vector<std::vector<int32_t>>(static_cast<size_t>(f.runner->config().num_kv_groups()), b);
 }
 
 int32_t argmax(std::span<const float> row) {

@@ -109,15 +109,14 @@ TEST(GptOss, Bf16ExpertsMatchTheMxfp4Goldens) {
   EXPECT_TRUE((*model)->config().quant_method.empty());
   runner::RunnerConfig rc;
   rc.block_size = 16;
-  rc.num_blocks = 16;
+  rc.num_blocks.assign((*model)->kv_specs(DType::kF32).size(), 16);
   rc.max_num_tokens = 256;
   rc.max_num_seqs = 4;
   rc.max_model_len = 256;
-  rc.num_kv_groups = int32_t((*model)->kv_specs(DType::kF32).size());
   runner::ModelRunner runner(**model, *ops, rc);
   std::vector<int32_t> blocks(16);
   std::iota(blocks.begin(), blocks.end(), 0);
-  const std::vector<std::vector<int32_t>> tables(size_t(rc.num_kv_groups), blocks);
+  const std::vector<std::vector<int32_t>> tables(size_t(rc.num_kv_groups()), blocks);
   for (const GoldenPrompt& p : f.prompts) {
     runner::SeqStep step{p.ids, 0, int32_t(p.ids.size()), tables, false, true};
     auto logits = runner.step({&step, 1});

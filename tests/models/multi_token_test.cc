@@ -20,7 +20,7 @@ constexpr double kTolerance = 1e-5;  // batching changes only the sgemm shapes
 std::vector<std::vector<int32_t>> tables_of(const FixtureModel& f, int32_t first, int32_t n) {
   std::vector<int32_t> b(static_cast<size_t>(n));
   std::iota(b.begin(), b.end(), first);
-  return std::vector<std::vector<int32_t>>(size_t(f.runner->config().num_kv_groups), b);
+  return std::vector<std::vector<int32_t>>(size_t(f.runner->config().num_kv_groups()), b);
 }
 
 // Logits rows [0, n) of a step, copied.
@@ -119,7 +119,7 @@ TEST(HiddenTaps, HoldTheResidualStreamEnteringEachLayer) {
   EXPECT_FALSE(m.set_hidden_taps(out_of_range).ok());
   ASSERT_TRUE(m.set_hidden_taps(taps).ok());
   runner::RunnerConfig rc;
-  rc.num_blocks = 8;
+  rc.num_blocks = {8};
   rc.max_num_tokens = 64;
   rc.max_num_seqs = 4;
   rc.max_model_len = 128;

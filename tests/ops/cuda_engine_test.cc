@@ -202,7 +202,7 @@ std::vector<int32_t> verify_steps(bool graphs, int64_t* replays) {
   EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
   if (!loaded.ok()) return {};
   runner::RunnerConfig rc;
-  rc.num_blocks = 32;
+  rc.num_blocks = {32};
   rc.max_num_seqs = 4;
   rc.max_num_tokens = 64;
   rc.max_model_len = 128;

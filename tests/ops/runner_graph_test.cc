@@ -158,7 +158,7 @@ Outcome run(backend::Ops& ops, bool graphs) {
   std::unique_ptr<model::Model> model = std::move(loaded).value();
   runner::RunnerConfig rc;
   rc.block_size = 16;
-  rc.num_blocks = 48;
+  rc.num_blocks = {48};
   rc.max_num_seqs = 4;
   rc.max_num_tokens = 128;
   rc.max_model_len = 256;
@@ -242,7 +242,7 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
   std::unique_ptr<model::Model> model = std::move(loaded).value();
   runner::RunnerConfig rc;
   rc.block_size = 16;
-  rc.num_blocks = 32;
+  rc.num_blocks = {32};
   rc.max_num_seqs = 4;
   rc.max_num_tokens = 64;
   rc.max_model_len = 128;

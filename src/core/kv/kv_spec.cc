@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <limits>
-
 namespace drift::core {
 
 const char* kv_kind_name(KvKind kind) {
@@ -40,14 +37,6 @@ Status KvSpec::validate() const {
     return invalid_argument(fmt::format("KV group '{}': sliding_window must be >= 0 (0 = full), got {}", name, sliding_window));
   }
   return Status::Ok();
-}
-
-int32_t num_blocks_for_budget(int64_t budget_bytes, std::span<const KvSpec> specs, int32_t block_size) {
-  int64_t bytes_per_block = 0;
-  for (const KvSpec& spec : specs) bytes_per_block += spec.bytes_per_block(block_size);
-  if (bytes_per_block <= 0 || budget_bytes <= 0) return 0;
-  int64_t n = budget_bytes / bytes_per_block;
-  return static_cast<int32_t>(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
 }
 
 }  // namespace drift::core

@@ -1,9 +1,8 @@
-// KvSpec: what one KV block holds for one layer group, and how many blocks a memory budget buys.
-// The core only counts bytes; the attention layers decide the layout inside a block (contract 3).
+// KvSpec: what one KV block holds for one layer group. The core only counts bytes; the attention layers
+// decide the layout inside a block (contract 3). kv_sizing.h turns a memory budget into pool sizes.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
 
 #include "base/dtype.h"
@@ -38,13 +37,14 @@ struct KvSpec {
 
 const char* kv_kind_name(KvKind kind);
 
-// Blocks per pool that fit `budget_bytes` when every group gets the same number of blocks (one block id
-// means one block in each group's pool). 0 when not even one block fits, or when `specs` is empty.
-int32_t num_blocks_for_budget(int64_t budget_bytes, std::span<const KvSpec> specs, int32_t block_size);
-
 }  // namespace drift::core
 
 namespace drift::core {
+
+// Blocks covering `tokens` tokens: ceil(tokens / block_size).
+inline int32_t blocks_for_tokens(int64_t tokens, int32_t block_size) {
+  return static_cast<int32_t>((tokens + block_size - 1) / block_size);
+}
 
 // Logical blocks below the returned index hold only tokens that no query at position >= `num_computed`
 // can see through a window of `window` tokens, so a sliding-window group may free them. Conservative by

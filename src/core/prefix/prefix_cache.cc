@@ -42,22 +42,23 @@ std::string PrefixExplanation::to_string() const {
   return head;
 }
 
-PrefixCache::PrefixCache(int32_t block_size, int32_t num_blocks, std::vector<int32_t> sliding_windows, uint64_t hash_mask)
-    : block_size_(block_size),
-      hash_mask_(hash_mask),
-      windows_(std::move(sliding_windows)),
-      index_(size_t(num_blocks)),
-      block_entry_(windows_.size(), std::vector<int32_t>(num_blocks, -1)) {
+PrefixCache::PrefixCache(int32_t block_size, std::vector<int32_t> num_blocks, std::vector<int32_t> sliding_windows,
+                         uint64_t hash_mask)
+    : block_size_(block_size), hash_mask_(hash_mask), windows_(std::move(sliding_windows)) {
   DRIFT_CHECK_GT(block_size, 0);
   DRIFT_CHECK(!windows_.empty(), "the prefix cache needs at least one layer group");
+  DRIFT_CHECK_EQ(num_blocks.size(), windows_.size());
+  for (int32_t n : num_blocks) block_entry_.emplace_back(n, -1);
   namespaces_.emplace("", 0);
-  // Entries are at most one per block (each holds a block of its own) as long as a full-attention group
-  // exists; reserving keeps the step path free of reallocation.
-  entries_.reserve(num_blocks);
-  tokens_.reserve(size_t(num_blocks) * block_size);
-  blocks_.reserve(size_t(num_blocks) * windows_.size());
+  // An entry holds a block of its own in some group, so there are at most as many entries as the largest
+  // pool has blocks; reserving keeps the step path free of reallocation.
+  const int32_t max_entries = *std::max_element(num_blocks.begin(), num_blocks.end());
+  index_ = HashIndex(size_t(max_entries));
+  entries_.reserve(max_entries);
+  tokens_.reserve(size_t(max_entries) * block_size);
+  blocks_.reserve(size_t(max_entries) * windows_.size());
   size_t evicted_slots = 1024;
-  while (evicted_slots < size_t(num_blocks)) evicted_slots *= 2;
+  while (evicted_slots < size_t(max_entries)) evicted_slots *= 2;
   evicted_hashes_.assign(evicted_slots, 0);
   evicted_valid_.assign(evicted_slots, 0);
 }

@@ -48,9 +48,10 @@ const char* prefix_miss_reason_name(PrefixMissReason reason);
 
 class PrefixCache {
  public:
-  // sliding_windows: [num_groups] window of each layer group, 0 = full attention.
-  // hash_mask: every hash is ANDed with it; tests pass a narrow mask to force collisions.
-  PrefixCache(int32_t block_size, int32_t num_blocks, std::vector<int32_t> sliding_windows,
+  // num_blocks: [num_groups] blocks of each layer group's pool. sliding_windows: [num_groups] window of
+  // each group, 0 = full attention. hash_mask: every hash is ANDed with it; tests pass a narrow mask to
+  // force collisions.
+  PrefixCache(int32_t block_size, std::vector<int32_t> num_blocks, std::vector<int32_t> sliding_windows,
               uint64_t hash_mask = ~uint64_t{0});
 
   int32_t block_size() const { return block_size_; }
@@ -110,7 +111,7 @@ class PrefixCache {
   std::vector<int32_t> blocks_;                  // [slots * num_groups]
   std::vector<int32_t> free_slots_;
   HashIndex index_;                              // hash -> slot
-  std::vector<std::vector<int32_t>> block_entry_;  // [num_groups][num_blocks] slot indexing the block, or -1
+  std::vector<std::vector<int32_t>> block_entry_;  // [num_groups][group's num_blocks] slot indexing the block, or -1
   std::unordered_map<std::string, int32_t> namespaces_;
   uint64_t next_id_ = 1;
   // Hashes of evicted entries, direct-mapped by hash (a later eviction may overwrite an older one), so

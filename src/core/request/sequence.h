@@ -50,7 +50,7 @@ struct Sequence {
 
   // Scheduler bookkeeping: read it, never write it.
   int32_t num_preemptions = 0;
-  int32_t num_reserved_blocks = 0;  // guaranteed admission: blocks per group claimed for the whole request
+  int32_t num_reserved_blocks = 0;  // guaranteed admission: the whole request's blocks (Scheduler::claim per group)
   int64_t admitted_order = 0;       // order of admissions; the latest admitted is preempted first
   int64_t waiting_since_step = 0;   // step at which it (re)entered the waiting queue
   bool abort_requested = false;

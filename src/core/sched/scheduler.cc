@@ -5,16 +5,26 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "core/kv/kv_sizing.h"
 
 namespace drift::core {
 namespace {
-
-int32_t div_ceil(int64_t a, int32_t b) { return static_cast<int32_t>((a + b - 1) / b); }
 
 std::vector<int32_t> windows_of(const KvConfig& kv) {
   std::vector<int32_t> windows;
   for (const KvSpec& spec : kv.groups) windows.push_back(spec.sliding_window);
   return windows;
+}
+
+std::vector<bool> groups_checking_reservations(const KvConfig& kv) {
+  std::vector<bool> checks(kv.groups.size(), true);
+  for (size_t g = 0; g < kv.groups.size(); ++g) {
+    if (kv.groups[g].sliding_window == 0) continue;
+    for (size_t f = 0; f < kv.groups.size(); ++f) {
+      if (kv.groups[f].sliding_window == 0 && kv.num_blocks[f] <= kv.num_blocks[g]) checks[g] = false;
+    }
+  }
+  return checks;
 }
 
 }  // namespace
@@ -54,14 +64,34 @@ Scheduler::Scheduler(const SchedulerConfig& config, const KvConfig& kv)
   Status kv_ok = kv.validate();
   DRIFT_CHECK(kv_ok.ok(), "{}", kv_ok.message());
   pools_.reserve(kv.groups.size());
-  for (size_t g = 0; g < kv.groups.size(); ++g) pools_.emplace_back(kv.num_blocks, kv.block_size);
+  for (size_t g = 0; g < kv.groups.size(); ++g) pools_.emplace_back(kv.num_blocks[g], kv.block_size);
+  checks_reservations_ = groups_checking_reservations(kv);
+  reserved_.assign(kv.groups.size(), 0);
 }
 
 int32_t Scheduler::max_length(const Sequence& seq) const {
   return static_cast<int32_t>(std::min<int64_t>(int64_t{seq.num_prompt_tokens} + seq.max_tokens, config_.max_model_len));
 }
 
-int32_t Scheduler::reserved_blocks(const Sequence& seq) const { return div_ceil(max_length(seq), kv_.block_size); }
+int32_t Scheduler::reserved_blocks(const Sequence& seq) const { return blocks_for_tokens(max_length(seq), kv_.block_size); }
+
+int32_t Scheduler::claim(int32_t group, const Sequence& seq) const {
+  return max_blocks_held(windows_[group], max_length(seq), config_.max_num_batched_tokens, kv_.block_size);
+}
+
+int64_t Scheduler::held_back(int32_t group, const Sequence& seq, int32_t num_logical) const {
+  return windows_[group] > 0 ? claim(group, seq) : reserved_blocks(seq) - num_logical;
+}
+
+void Scheduler::count_reservation(std::vector<int64_t>& reserved, const Sequence& seq, int32_t num_logical,
+                                  int32_t sign) const {
+  if (seq.num_reserved_blocks == 0) return;
+  for (int32_t g = 0; g < num_groups(); ++g) reserved[g] += sign * held_back(g, seq, num_logical);
+}
+
+int64_t Scheduler::headroom(int32_t group, int64_t num_free, int64_t reserved) const {
+  return (windows_[group] > 0 ? pools_[group].num_blocks() : num_free) - reserved;
+}
 
 Status Scheduler::add(Sequence seq) {
   auto reject = [&](Status status) {
@@ -84,15 +114,7 @@ Status Scheduler::add(Sequence seq) {
         prompt, config_.max_num_batched_tokens)));
   }
   seq.num_prompt_tokens = prompt;
-  int32_t needed = reserved_blocks(seq);
-  if (needed > kv_.num_blocks) {
-    return reject(resource_exhausted(fmt::format(
-        "request {} can never fit: it needs {} KV blocks ({} tokens = min({} prompt + {} max_tokens, max_model_len {}), "
-        "{} tokens per block) but the KV cache has {} blocks ({} tokens) per layer group; lower max_tokens or give the "
-        "KV cache more memory",
-        seq.seq_id, needed, max_length(seq), prompt, seq.max_tokens, config_.max_model_len, kv_.block_size,
-        kv_.num_blocks, int64_t{kv_.num_blocks} * kv_.block_size)));
-  }
+  if (Status fits = check_fits(seq); !fits.ok()) return reject(std::move(fits));
 
   auto owned = std::make_unique<Sequence>();
   Sequence& s = *owned;
@@ -111,6 +133,25 @@ Status Scheduler::add(Sequence seq) {
   s.waiting_since_step = step_;
   enqueue_waiting(s);
   seqs_.emplace(s.seq_id, std::move(owned));
+  return Status::Ok();
+}
+
+Status Scheduler::check_fits(const Sequence& seq) const {
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    int32_t needed = claim(g, seq);
+    int32_t available = pools_[g].num_blocks();
+    if (needed <= available) continue;
+    std::string why = fmt::format("{} tokens = min({} prompt + {} max_tokens, max_model_len {})", max_length(seq),
+                                  seq.num_prompt_tokens, seq.max_tokens, config_.max_model_len);
+    if (windows_[g] > 0) {
+      why = fmt::format("its {}-token window plus a step of up to {} tokens, of {}", windows_[g],
+                        config_.max_num_batched_tokens, why);
+    }
+    return resource_exhausted(fmt::format(
+        "request {} can never fit: it needs {} KV blocks of group '{}' at once ({}; {} tokens per block) but that "
+        "group's pool has {} blocks ({} tokens); lower max_tokens or give the KV cache more memory",
+        seq.seq_id, needed, kv_.groups[g].name, why, kv_.block_size, available, int64_t{available} * kv_.block_size));
+  }
   return Status::Ok();
 }
 
@@ -181,8 +222,8 @@ Status Scheduler::rollback(SeqId id, int32_t new_num_computed, int32_t new_num_t
   int32_t bs = kv_.block_size;
   // Blocks holding a draft were never published, so nobody else holds the blocks freed or rewritten here.
   DRIFT_CHECK_LE(static_cast<int32_t>(seq->block_entries.size()), new_num_computed / bs);
-  int32_t keep = div_ceil(new_num_computed, bs);
-  int32_t num_dropped = std::max(0, seq->num_logical_blocks() - keep);
+  int32_t keep = blocks_for_tokens(new_num_computed, bs);
+  count_reservation(reserved_, *seq, seq->num_logical_blocks(), -1);
   for (int32_t g = 0; g < num_groups(); ++g) {
     std::vector<int32_t>& table = seq->block_tables[g];
     for (auto i = static_cast<int32_t>(table.size()) - 1; i >= keep; --i) {
@@ -192,7 +233,7 @@ Status Scheduler::rollback(SeqId id, int32_t new_num_computed, int32_t new_num_t
     }
     if (static_cast<int32_t>(table.size()) > keep) table.resize(keep);
   }
-  if (seq->num_reserved_blocks > 0) outstanding_blocks_ += num_dropped;
+  count_reservation(reserved_, *seq, seq->num_logical_blocks(), +1);
   seq->tokens.resize(new_num_tokens);
   seq->num_computed = new_num_computed;
   seq->num_draft_tokens = 0;  // the drafts that are left were accepted
@@ -233,10 +274,8 @@ int32_t Scheduler::allocate_block(int32_t group) {
 }
 
 void Scheduler::release_blocks(Sequence& seq) {
-  if (seq.num_reserved_blocks > 0) {
-    outstanding_blocks_ -= seq.num_reserved_blocks - seq.num_logical_blocks();
-    seq.num_reserved_blocks = 0;
-  }
+  count_reservation(reserved_, seq, seq.num_logical_blocks(), -1);
+  seq.num_reserved_blocks = 0;
   for (int32_t g = 0; g < num_groups(); ++g) {
     std::vector<int32_t>& table = seq.block_tables[g];
     for (auto it = table.rbegin(); it != table.rend(); ++it) {
@@ -245,73 +284,6 @@ void Scheduler::release_blocks(Sequence& seq) {
     table.clear();
   }
   seq.block_entries.clear();
-}
-
-Status Scheduler::check_invariants() const {
-  for (int32_t g = 0; g < num_groups(); ++g) {
-    Status pool_ok = pools_[g].check_invariants();
-    if (!pool_ok.ok()) return internal_error(fmt::format("group {}: {}", g, pool_ok.message()));
-  }
-  if (config_.enable_prefix_cache) DRIFT_RETURN_IF_ERROR(prefix_.check_invariants());
-
-  std::vector<std::vector<int32_t>> refs(pools_.size(), std::vector<int32_t>(kv_.num_blocks, 0));
-  int64_t outstanding = 0;
-  for (const auto& [id, owned] : seqs_) {
-    const Sequence& s = *owned;
-    if (s.num_computed > s.num_tokens()) {
-      return internal_error(fmt::format("request {}: num_computed {} > {} tokens", id, s.num_computed, s.num_tokens()));
-    }
-    if (s.status != SeqStatus::kRunning && s.num_logical_blocks() != 0) {
-      return internal_error(fmt::format("request {} is {} but holds {} blocks", id, seq_status_name(s.status), s.num_logical_blocks()));
-    }
-    if (s.status == SeqStatus::kRunning && s.num_logical_blocks() < div_ceil(s.num_computed, kv_.block_size)) {
-      return internal_error(fmt::format("request {}: {} computed tokens in {} blocks", id, s.num_computed, s.num_logical_blocks()));
-    }
-    for (int32_t g = 0; g < num_groups(); ++g) {
-      if (static_cast<int32_t>(s.block_tables[g].size()) != s.num_logical_blocks()) {
-        return internal_error(fmt::format("request {}: block tables of different lengths", id));
-      }
-      for (int32_t block : s.block_tables[g]) {
-        if (block != kNoBlock) ++refs[g][block];
-      }
-    }
-    if (s.num_reserved_blocks > 0) {
-      if (s.num_reserved_blocks < s.num_logical_blocks()) {
-        return internal_error(fmt::format("request {} holds {} blocks, reserved {}", id, s.num_logical_blocks(), s.num_reserved_blocks));
-      }
-      outstanding += s.num_reserved_blocks - s.num_logical_blocks();
-    }
-  }
-  for (int32_t g = 0; g < num_groups(); ++g) {
-    for (int32_t block = 0; block < kv_.num_blocks; ++block) {
-      if (refs[g][block] != pools_[g].refcount(block)) {
-        return internal_error(fmt::format("group {} block {}: refcount {} but {} table entries", g, block,
-                                          pools_[g].refcount(block), refs[g][block]));
-      }
-    }
-  }
-  if (outstanding != outstanding_blocks_) {
-    return internal_error(fmt::format("outstanding reservations {} but the counter says {}", outstanding, outstanding_blocks_));
-  }
-  if (config_.admission == AdmissionPolicy::kGuaranteed) {
-    for (int32_t g = 0; g < num_groups(); ++g) {
-      if (pools_[g].num_free() < outstanding) {
-        return internal_error(fmt::format("group {}: {} free blocks cannot cover {} reserved", g, pools_[g].num_free(), outstanding));
-      }
-    }
-  }
-  size_t num_waiting = 0;
-  for (const auto& [id, owned] : seqs_) {
-    SeqStatus st = owned->status;
-    if (st == SeqStatus::kWaiting || st == SeqStatus::kPreempted) {
-      ++num_waiting;
-      if (!waiting_.contains(owned.get())) return internal_error(fmt::format("request {} is {} but not queued", id, seq_status_name(st)));
-    }
-  }
-  if (num_waiting != waiting_.size() || num_waiting != waiting_by_age_.size()) {
-    return internal_error(fmt::format("{} waiting requests, queues hold {} and {}", num_waiting, waiting_.size(), waiting_by_age_.size()));
-  }
-  return Status::Ok();
 }
 
 }  // namespace drift::core

@@ -47,8 +47,8 @@ class Scheduler {
 
   // Queues a request: seq_id, tokens (the prompt), max_tokens, priority and cache_namespace are read;
   // everything else is reset. Refuses at once a request that can never run: a prompt too long for
-  // max_model_len (or, without chunked prefill, for the token budget), or one whose prompt + max_tokens
-  // needs more KV blocks than a pool has.
+  // max_model_len (or, without chunked prefill, for the token budget), or one that needs more KV blocks
+  // at once than a group's pool has (claim()).
   Status add(Sequence seq);
   // Cancels a request in any state. It stops being scheduled now; its blocks are freed by the next commit,
   // whose plan lists it in finished_aborted.
@@ -93,8 +93,8 @@ class Scheduler {
   int32_t max_length(const Sequence& seq) const;
 
   // Every refcount equals the number of block-table entries naming the block; waiting requests hold no
-  // blocks; guaranteed reservations are covered by free blocks; the pools and the prefix cache are sound.
-  // O(total blocks): for tests.
+  // blocks; no request holds more blocks of a group than its claim; guaranteed reservations are covered
+  // (headroom() >= 0); the pools and the prefix cache are sound. O(total blocks): for tests.
   Status check_invariants() const;
 
  private:
@@ -110,7 +110,23 @@ class Scheduler {
     bool operator()(const Sequence* a, const Sequence* b) const;
   };
 
+  // Guaranteed admission (README, contract 5). The blocks of the whole request, min(prompt + max_tokens,
+  // max_model_len) tokens: what seq.num_reserved_blocks records.
   int32_t reserved_blocks(const Sequence& seq) const;
+  // Blocks of `group` the request may hold at once: reserved_blocks(), or in a window group at most its
+  // window plus one step (max_blocks_held). add() refuses a request whose claim exceeds a pool.
+  int32_t claim(int32_t group, const Sequence& seq) const;
+  // What `group` holds back for a started request whose tables have `num_logical` entries. A full group:
+  // the blocks it will still allocate. A window group: its whole claim, because it frees blocks while it
+  // allocates, and a freed block that another request shares stays in use.
+  int64_t held_back(int32_t group, const Sequence& seq, int32_t num_logical) const;
+  // Adds (sign +1) or removes (-1) a reserved request's held_back() at `num_logical` entries in every group.
+  void count_reservation(std::vector<int64_t>& reserved, const Sequence& seq, int32_t num_logical, int32_t sign) const;
+  // What a new reservation in `group` may take: free blocks not held back (a full group), or pool blocks
+  // not claimed (a window group), given the free count and reserved_ of a plan or of now.
+  int64_t headroom(int32_t group, int64_t num_free, int64_t reserved) const;
+  // resource_exhausted naming the first group whose pool is smaller than the request's claim().
+  Status check_fits(const Sequence& seq) const;
   void enqueue_waiting(Sequence& seq);
   void dequeue_waiting(Sequence& seq);
   // Frees every block of seq, deepest first so a shared prefix's root outlives its leaves in the LRU.
@@ -118,15 +134,26 @@ class Scheduler {
   void free_block(int32_t group, int32_t block);
   int32_t allocate_block(int32_t group);
   void apply_admission(const BatchPlan::Admission& admission);
-  // Frees window-dropped and surplus blocks of a scheduled request, then allocates up to its new length.
-  void resize_tables(Sequence& seq, int32_t num_computed, int32_t num_new);
+  // Frees the blocks of a scheduled request that left a sliding window before position num_computed.
+  void drop_out_of_window(Sequence& seq, int32_t num_computed);
+  // Allocates the blocks a scheduled request needs to compute [num_computed, num_computed + num_new).
+  void grow_tables(Sequence& seq, int32_t num_computed, int32_t num_new);
   Sequence* find_mutable(SeqId id);
+  // Parts of check_invariants(): refcounts against block tables, guaranteed reservations, waiting queues.
+  Status check_tables() const;
+  Status check_reservations() const;
+  Status check_queues() const;
 
   SchedulerConfig config_;
   KvConfig kv_;
   std::vector<BlockPool> pools_;  // [num_groups]
   std::vector<int32_t> windows_;  // [num_groups] sliding window, 0 = full
   bool has_window_;               // some group has a sliding window
+  // [num_groups] guaranteed admission checks the group's own reservations. Every full group does; a window
+  // group whose pool is at least a full group's does not: it holds a block only at a position where that
+  // full group holds one, and requests sharing that full block share the window block too, so it never
+  // runs out before the full group does.
+  std::vector<bool> checks_reservations_;
   PrefixCache prefix_;
 
   std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;  // every request not yet freed by a commit
@@ -135,7 +162,7 @@ class Scheduler {
   std::set<Sequence*, AgeOrder> waiting_by_age_;    // the same requests, longest waiting first
   std::vector<Sequence*> releasing_;                // finished or aborted, freed by the next commit
 
-  int64_t outstanding_blocks_ = 0;  // guaranteed: reserved but not yet allocated, the same in every group
+  std::vector<int64_t> reserved_;   // [num_groups] guaranteed: the sum of held_back() over started requests
   int64_t next_arrival_ = 0;
   int64_t next_admitted_order_ = 0;
   int64_t step_ = 0;

@@ -6,11 +6,6 @@
 #include "core/sched/scheduler.h"
 
 namespace drift::core {
-namespace {
-
-int32_t div_ceil(int64_t a, int32_t b) { return static_cast<int32_t>((a + b - 1) / b); }
-
-}  // namespace
 
 void Scheduler::commit(const BatchPlan& plan) {
   DRIFT_CHECK_EQ(plan.version, version_);  // the state changed since plan(): the plan is stale
@@ -50,11 +45,16 @@ void Scheduler::commit(const BatchPlan& plan) {
   std::erase_if(running_, [](const Sequence* seq) { return seq->status != SeqStatus::kRunning; });
   for (Sequence* seq : plan.released) seqs_.erase(seq->seq_id);
 
-  // Every prefix hit takes its blocks before any allocation, so no allocation can evict a block a hit uses.
+  // Window drops first, so every block they free is free (or revivable) before any hit or allocation; then
+  // every prefix hit takes its blocks before any allocation, so no allocation can evict a block a hit uses.
+  // Each allocation then finds at least the free blocks the plan left at its end.
+  if (has_window_) {
+    for (int32_t i : plan.table_changes) drop_out_of_window(*plan.seqs[i].seq, plan.seqs[i].num_computed);
+  }
   for (const BatchPlan::Admission& admission : plan.admitted) apply_admission(admission);
   for (int32_t i : plan.table_changes) {
     const ScheduledSeq& scheduled = plan.seqs[i];
-    resize_tables(*scheduled.seq, scheduled.num_computed, scheduled.num_new);
+    grow_tables(*scheduled.seq, scheduled.num_computed, scheduled.num_new);
   }
 
   metrics_.kv_shortfalls += plan.num_kv_shortfalls;
@@ -92,31 +92,34 @@ void Scheduler::apply_admission(const BatchPlan::Admission& admission) {
   if (config_.enable_prefix_cache) prefix_.record_query(seq.num_tokens(), c);
   if (config_.admission == AdmissionPolicy::kGuaranteed) {
     seq.num_reserved_blocks = reserved_blocks(seq);
-    outstanding_blocks_ += seq.num_reserved_blocks - k;
+    count_reservation(reserved_, seq, k, +1);
   }
 }
 
-void Scheduler::resize_tables(Sequence& seq, int32_t num_computed, int32_t num_new) {
-  DRIFT_CHECK_EQ(seq.num_computed, num_computed);
-  int32_t size = seq.num_logical_blocks();
-  int32_t target = div_ceil(num_computed + num_new, kv_.block_size);
-  DRIFT_CHECK_GE(target, size);  // rollback() already freed what lies past the KV
-  if (has_window_) {
-    for (int32_t g = 0; g < num_groups(); ++g) {
-      std::vector<int32_t>& table = seq.block_tables[g];
-      int32_t first = std::min(first_block_in_window(num_computed, windows_[g], kv_.block_size), size);
-      for (int32_t i = first - 1; i >= 0 && table[i] != kNoBlock; --i) {
-        free_block(g, table[i]);
-        table[i] = kNoBlock;
-      }
+void Scheduler::drop_out_of_window(Sequence& seq, int32_t num_computed) {
+  int32_t size = seq.num_logical_blocks();  // 0 for a request admitted by this commit: nothing to drop yet
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    std::vector<int32_t>& table = seq.block_tables[g];
+    int32_t first = std::min(first_block_in_window(num_computed, windows_[g], kv_.block_size), size);
+    for (int32_t i = first - 1; i >= 0 && table[i] != kNoBlock; --i) {
+      free_block(g, table[i]);
+      table[i] = kNoBlock;
     }
   }
+}
+
+void Scheduler::grow_tables(Sequence& seq, int32_t num_computed, int32_t num_new) {
+  DRIFT_CHECK_EQ(seq.num_computed, num_computed);
+  int32_t size = seq.num_logical_blocks();
+  int32_t target = blocks_for_tokens(num_computed + num_new, kv_.block_size);
+  DRIFT_CHECK_GE(target, size);  // rollback() already freed what lies past the KV
   if (target == size) return;
+  count_reservation(reserved_, seq, size, -1);
   for (int32_t g = 0; g < num_groups(); ++g) {
     std::vector<int32_t>& table = seq.block_tables[g];
     while (static_cast<int32_t>(table.size()) < target) table.push_back(allocate_block(g));
   }
-  if (seq.num_reserved_blocks > 0) outstanding_blocks_ -= target - size;
+  count_reservation(reserved_, seq, target, +1);
 }
 
 void Scheduler::on_step_done(const BatchPlan& plan) {

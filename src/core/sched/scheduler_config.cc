@@ -37,9 +37,16 @@ Status SchedulerConfig::validate() const {
 
 Status KvConfig::validate() const {
   if (block_size <= 0) return invalid_argument(fmt::format("kv: block_size must be positive, got {}", block_size));
-  if (num_blocks <= 0) return invalid_argument(fmt::format("kv: num_blocks must be positive, got {}", num_blocks));
   if (groups.empty()) return invalid_argument("kv: at least one layer group is needed");
-  for (const KvSpec& spec : groups) DRIFT_RETURN_IF_ERROR(spec.validate());
+  if (num_blocks.size() != groups.size()) {
+    return invalid_argument(fmt::format("kv: {} pool sizes (num_blocks) for {} layer groups", num_blocks.size(), groups.size()));
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    DRIFT_RETURN_IF_ERROR(groups[g].validate());
+    if (num_blocks[g] <= 0) {
+      return invalid_argument(fmt::format("kv: group '{}' needs a positive num_blocks, got {}", groups[g].name, num_blocks[g]));
+    }
+  }
   return Status::Ok();
 }
 

@@ -46,7 +46,7 @@ struct SchedulerConfig {
 
 struct KvConfig {
   int32_t block_size = kDefaultBlockSize;  // tokens per block, the same in every group
-  int32_t num_blocks = 0;                  // per group's pool; see num_blocks_for_budget()
+  std::vector<int32_t> num_blocks;         // [groups.size()] blocks of each group's pool; pool_blocks_for_budget()
   std::vector<KvSpec> groups;              // one BlockPool and one block table per group
 
   Status validate() const;

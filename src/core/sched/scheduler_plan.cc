@@ -8,11 +8,6 @@
 #include "core/sched/scheduler.h"
 
 namespace drift::core {
-namespace {
-
-int32_t div_ceil(int64_t a, int32_t b) { return static_cast<int32_t>((a + b - 1) / b); }
-
-}  // namespace
 
 class Scheduler::Planner {
  public:
@@ -22,7 +17,7 @@ class Scheduler::Planner {
         bs_(sched.kv_.block_size),
         guaranteed_(cfg_.admission == AdmissionPolicy::kGuaranteed),
         delta_(sched.pools_.size()),
-        outstanding_(sched.outstanding_blocks_),
+        reserved_(sched.reserved_),
         budget_(sched.token_budget_),
         marks_(sched.running_.size(), Mark::kUntouched) {
     for (const BlockPool& pool : sched.pools_) free_.push_back(pool.num_free());
@@ -59,7 +54,7 @@ class Scheduler::Planner {
 
   // Everything a request holds goes back, as commit() will do it.
   void release_all(const Sequence& seq) {
-    if (seq.num_reserved_blocks > 0) outstanding_ -= seq.num_reserved_blocks - seq.num_logical_blocks();
+    s_.count_reservation(reserved_, seq, seq.num_logical_blocks(), -1);
     for (int32_t g = 0; g < s_.num_groups(); ++g) {
       for (int32_t block : seq.block_tables[g]) {
         if (block != kNoBlock) decref(g, block);
@@ -91,7 +86,7 @@ class Scheduler::Planner {
 
   // Blocks a running request allocates to compute [c, c + n): its table never runs past its tokens.
   int32_t blocks_to_allocate(const Sequence& seq, int32_t c, int32_t n) const {
-    return div_ceil(c + n, bs_) - seq.num_logical_blocks();
+    return blocks_for_tokens(c + n, bs_) - seq.num_logical_blocks();
   }
 
   bool running_fits(const Sequence& seq, int32_t c, int32_t n) {
@@ -113,7 +108,8 @@ class Scheduler::Planner {
     int32_t alloc = blocks_to_allocate(seq, c, n);
     if (alloc == 0) return;
     for (int32_t& f : free_) f -= alloc;
-    if (seq.num_reserved_blocks > 0) outstanding_ -= alloc;
+    s_.count_reservation(reserved_, seq, seq.num_logical_blocks(), -1);
+    s_.count_reservation(reserved_, seq, seq.num_logical_blocks() + alloc, +1);
   }
 
   // The running request to preempt: lowest priority, then latest admitted, among those not yet scheduled.
@@ -230,27 +226,39 @@ class Scheduler::Planner {
     int32_t remaining = seq->num_tokens() - c;
     int32_t n = prefill_chunk(remaining);
     if (n == 0) return false;
-    int32_t target = div_ceil(c + n, bs_);
-    int32_t reserved = guaranteed_ ? s_.reserved_blocks(*seq) : 0;
+    int32_t target = blocks_for_tokens(c + n, bs_);
     for (int32_t g = 0; g < s_.num_groups(); ++g) {
-      int32_t revive = 0;
-      for (int32_t j = first_block_in_window(c, s_.windows_[g], bs_); j < k; ++j) {
-        if (refcount(g, s_.prefix_.entry_block(hits[j], g)) == 0) ++revive;
-      }
-      bool fits = guaranteed_ ? free_[g] - outstanding_ >= revive + reserved - k : free_[g] >= revive + (target - k);
-      if (!fits) return false;
+      if (!admission_fits(*seq, g, hits, target)) return false;
     }
     for (int32_t g = 0; g < s_.num_groups(); ++g) {
       for (int32_t j = first_block_in_window(c, s_.windows_[g], bs_); j < k; ++j) incref(g, s_.prefix_.entry_block(hits[j], g));
       free_[g] -= target - k;
     }
-    if (guaranteed_) outstanding_ += reserved - target;
+    if (guaranteed_) {
+      for (int32_t g = 0; g < s_.num_groups(); ++g) reserved_[g] += s_.held_back(g, *seq, target);
+    }
     if (n < remaining) ++num_partial_;
     ++num_running_;
     plan_.admitted.push_back(BatchPlan::Admission{seq, std::move(hits)});
     plan_.table_changes.push_back(static_cast<int32_t>(plan_.seqs.size()));
     emit(seq, c, n);
     return true;
+  }
+
+  // Whether group g can take an admission that hits `hits` cached blocks and grows its tables to `target`
+  // blocks this step: the step's blocks (revived and new) must be free, and in guaranteed mode the rest of
+  // the request's claim must be covered too (a full group counts revived blocks beside its claim; in a
+  // window group they are part of the claim).
+  bool admission_fits(const Sequence& seq, int32_t g, const std::vector<int32_t>& hits, int32_t target) const {
+    auto k = static_cast<int32_t>(hits.size());
+    int32_t revive = 0;
+    for (int32_t j = first_block_in_window(k * bs_, s_.windows_[g], bs_); j < k; ++j) {
+      if (refcount(g, s_.prefix_.entry_block(hits[j], g)) == 0) ++revive;
+    }
+    if (free_[g] < revive + (target - k)) return false;
+    if (!guaranteed_ || !s_.checks_reservations_[g]) return true;
+    int64_t revived_beside = s_.windows_[g] > 0 ? 0 : revive;
+    return s_.headroom(g, free_[g], reserved_[g]) >= revived_beside + s_.held_back(g, seq, k);
   }
 
   void plan_waiting() {
@@ -273,7 +281,7 @@ class Scheduler::Planner {
   BatchPlan plan_;
   std::vector<int32_t> free_;                                // [num_groups] free blocks after the plan
   std::vector<std::unordered_map<int32_t, int32_t>> delta_;  // [num_groups] block -> planned refcount change
-  int64_t outstanding_;
+  std::vector<int64_t> reserved_;  // [num_groups] Scheduler::reserved_ after the plan
   int32_t budget_;
   int32_t num_partial_ = 0;
   int32_t num_running_ = 0;

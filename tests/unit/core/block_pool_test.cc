@@ -97,18 +97,6 @@ TEST(KvSpec, BytesPerTokenByKind) {
   EXPECT_EQ(indexer.bytes_per_token_per_layer(), 128);
 }
 
-TEST(KvSpec, BudgetGivesEveryGroupTheSameBlockCount) {
-  KvSpec full{.name = "full", .kind = KvKind::kGqa, .kv_heads = 8, .head_dim = 64, .num_layers = 12};
-  KvSpec sliding = full;
-  sliding.name = "sliding";
-  sliding.sliding_window = 128;
-  std::vector<KvSpec> specs{full, sliding};
-  int64_t per_block = full.bytes_per_block(16) + sliding.bytes_per_block(16);
-  EXPECT_EQ(num_blocks_for_budget(per_block * 100 + per_block / 2, specs, 16), 100);
-  EXPECT_EQ(num_blocks_for_budget(per_block - 1, specs, 16), 0);
-  EXPECT_EQ(num_blocks_for_budget(1 << 30, std::span<const KvSpec>{}, 16), 0);
-}
-
 TEST(KvSpec, ValidateNamesTheField) {
   KvSpec bad{.name = "full", .kind = KvKind::kGqa, .kv_heads = 8, .head_dim = 0};
   Status st = bad.validate();

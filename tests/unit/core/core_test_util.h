@@ -42,7 +42,7 @@ inline KvSpec gqa_group(std::string name = "full", int32_t window = 0) {
 inline KvConfig one_group(int32_t num_blocks, int32_t block_size = 16) {
   KvConfig kv;
   kv.block_size = block_size;
-  kv.num_blocks = num_blocks;
+  kv.num_blocks = {num_blocks};
   kv.groups = {gqa_group()};
   return kv;
 }

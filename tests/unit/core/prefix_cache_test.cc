@@ -73,7 +73,7 @@ TEST(HashIndex, MatchesAMapUnderRandomInsertsAndErases) {
 
 TEST(PrefixCache, PublishesOnlyFullComputedBlocks) {
   BlockPool pool(16, kBs);
-  PrefixCache cache(kBs, 16, {0});
+  PrefixCache cache(kBs, {16}, {0});
   Sequence seq = computed_seq(cache, pool, iota_tokens(10), 6);  // blocks [0,4) and [4,8); only the first is computed
   cache.publish(seq);
   EXPECT_EQ(cache.num_entries(), 1);
@@ -95,7 +95,7 @@ TEST(PrefixCache, PublishesOnlyFullComputedBlocks) {
 
 TEST(PrefixCache, NamespacesDoNotShare) {
   BlockPool pool(16, kBs);
-  PrefixCache cache(kBs, 16, {0});
+  PrefixCache cache(kBs, {16}, {0});
   Sequence a = computed_seq(cache, pool, iota_tokens(8), 8, "tenant-a");
   cache.publish(a);
   std::vector<int32_t> entries;
@@ -112,7 +112,7 @@ TEST(PrefixCache, NamespacesDoNotShare) {
 TEST(PrefixCache, ForcedHashCollisionIsCaughtByTokenCompare) {
   BlockPool pool(16, kBs);
   // Mask 0: every block hashes to 0, so any two different blocks collide.
-  PrefixCache cache(kBs, 16, {0}, /*hash_mask=*/0);
+  PrefixCache cache(kBs, {16}, {0}, /*hash_mask=*/0);
   Sequence a = computed_seq(cache, pool, {1, 2, 3, 4, 5, 6, 7, 8}, 8);
   cache.publish(a);
   // Block 1 of `a` collides with block 0 of `a` and is refused.
@@ -138,7 +138,7 @@ TEST(PrefixCache, EqualTokensUnderAnotherRootDoNotHit) {
   BlockPool pool(16, kBs);
   // Mask 0 makes the hash of [5,6,7,8] in namespace "x" equal to its hash in "": only the parent and
   // namespace compare can tell them apart.
-  PrefixCache cache(kBs, 16, {0}, /*hash_mask=*/0);
+  PrefixCache cache(kBs, {16}, {0}, /*hash_mask=*/0);
   Sequence a = computed_seq(cache, pool, {5, 6, 7, 8}, 4, "x");
   cache.publish(a);
   Sequence b = computed_seq(cache, pool, {5, 6, 7, 8, 9}, 0, "");
@@ -154,7 +154,7 @@ TEST(PrefixCache, EqualTokensUnderAnotherRootDoNotHit) {
 
 TEST(PrefixCache, ReuseEvictsAndExplainSaysSo) {
   BlockPool pool(4, kBs);
-  PrefixCache cache(kBs, 4, {0});
+  PrefixCache cache(kBs, {4}, {0});
   Sequence a = computed_seq(cache, pool, iota_tokens(8), 8);
   cache.publish(a);
   int32_t block0 = a.block_tables[0][0];
@@ -178,7 +178,7 @@ TEST(PrefixCache, SlidingGroupNeedsOnlyTheWindow) {
   // Group 0: full attention; group 1: window of 4 tokens (one block).
   BlockPool full(16, kBs);
   BlockPool sliding(16, kBs);
-  PrefixCache cache(kBs, 16, {0, 4});
+  PrefixCache cache(kBs, {16, 16}, {0, 4});
   Sequence a;
   a.tokens = iota_tokens(16);
   a.num_prompt_tokens = 16;

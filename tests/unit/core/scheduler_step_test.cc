@@ -275,7 +275,7 @@ TEST(SchedulerPrefix, NamespacesIsolate) {
 KvConfig full_and_sliding(int32_t num_blocks, int32_t window) {
   KvConfig kv;
   kv.block_size = 16;
-  kv.num_blocks = num_blocks;
+  kv.num_blocks = {num_blocks, num_blocks};
   kv.groups = {gqa_group("full"), gqa_group("sliding", window)};
   return kv;
 }

@@ -34,6 +34,8 @@ struct StressCase {
   bool prefix_cache;
   int32_t window;   // > 0 adds a sliding-window group beside the full one
   bool speculate;   // drafts + rollback
+  int32_t window_pool = 0;  // blocks of the sliding group's pool; 0: as many as the full group's
+  uint32_t seed = 1234;
 };
 
 struct Expected {
@@ -61,11 +63,14 @@ class FakeEngine {
     config_.max_model_len = 320;
     config_.starvation_limit_steps = 200;
     kv_.block_size = 16;
-    kv_.num_blocks = 72;  // 1152 tokens: a handful of requests at a time
+    kv_.num_blocks = {72};  // 1152 tokens: a handful of requests at a time
     kv_.groups = {gqa_group("full")};
-    if (c.window > 0) kv_.groups.push_back(gqa_group("sliding", c.window));
+    if (c.window > 0) {
+      kv_.groups.push_back(gqa_group("sliding", c.window));
+      kv_.num_blocks.push_back(c.window_pool > 0 ? c.window_pool : 72);
+    }
     sched_ = std::make_unique<Scheduler>(config_, kv_);
-    store_.assign(kv_.groups.size(), std::vector<uint64_t>(size_t(kv_.num_blocks) * kv_.block_size, kEmpty));
+    for (int32_t blocks : kv_.num_blocks) store_.emplace_back(size_t(blocks) * kv_.block_size, kEmpty);
     for (int i = 0; i < 6; ++i) {
       std::vector<int32_t> prefix(16 * (1 + rng_() % 6));
       for (int32_t& t : prefix) t = 1 + int32_t(rng_() % (kVocab - 1));
@@ -256,8 +261,8 @@ class FakeEngine {
     EXPECT_EQ(sched_->num_waiting(), 0);
     EXPECT_EQ(sched_->num_running(), 0);
     for (int32_t g = 0; g < sched_->num_groups(); ++g) {
-      EXPECT_EQ(sched_->pool(g).num_free(), kv_.num_blocks);
-      for (int32_t b = 0; b < kv_.num_blocks; ++b) ASSERT_EQ(sched_->pool(g).refcount(b), 0);
+      EXPECT_EQ(sched_->pool(g).num_free(), kv_.num_blocks[g]);
+      for (int32_t b = 0; b < kv_.num_blocks[g]; ++b) ASSERT_EQ(sched_->pool(g).refcount(b), 0);
     }
     ASSERT_TRUE(sched_->check_invariants().ok()) << sched_->check_invariants().message();
     const SchedulerMetrics& m = sched_->metrics();
@@ -291,7 +296,7 @@ class FakeEngine {
 class SchedulerStress : public ::testing::TestWithParam<StressCase> {};
 
 TEST_P(SchedulerStress, EveryRequestEndsOnceWithItsOwnOutput) {
-  FakeEngine engine(GetParam(), /*seed=*/1234);
+  FakeEngine engine(GetParam(), GetParam().seed);
   engine.run(/*num_requests=*/2500);
 }
 
@@ -304,7 +309,15 @@ INSTANTIATE_TEST_SUITE_P(
                       StressCase{"guaranteed_prefix_sliding", AdmissionPolicy::kGuaranteed, true, 40, false},
                       StressCase{"optimistic_prefix_sliding", AdmissionPolicy::kOptimistic, true, 40, false},
                       StressCase{"guaranteed_prefix_speculate", AdmissionPolicy::kGuaranteed, true, 0, true},
-                      StressCase{"optimistic_prefix_sliding_speculate", AdmissionPolicy::kOptimistic, true, 40, true}),
+                      StressCase{"optimistic_prefix_sliding_speculate", AdmissionPolicy::kOptimistic, true, 40, true},
+                      // A sliding pool far smaller than the full one (a request holds at most
+                      // max_blocks_held(40, ...) = 16 blocks of it): admission and preemption must count it
+                      // on its own. The optimistic seeds ran a commit that applied prefix hits before the
+                      // window drops of the same step out of blocks.
+                      StressCase{"guaranteed_prefix_small_window_pool", AdmissionPolicy::kGuaranteed, true, 40, false, 36},
+                      StressCase{"guaranteed_prefix_small_window_pool_speculate", AdmissionPolicy::kGuaranteed, true, 40, true, 36},
+                      StressCase{"optimistic_prefix_small_window_pool", AdmissionPolicy::kOptimistic, true, 40, false, 20, 1},
+                      StressCase{"optimistic_prefix_small_window_pool_speculate", AdmissionPolicy::kOptimistic, true, 40, true, 24, 1}),
     [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
