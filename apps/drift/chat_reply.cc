@@ -38,7 +38,7 @@ class ReplyPrinter {
     if (!started_) std::fputs(style_.bold("model> ").c_str(), stdout);
     started_ = true;
     if (!parser_) return print_answer(text);
-    server::ChatOutputParser::Delta delta = parser_->feed(text, finished);
+    const server::ChatDelta delta = parser_->feed(text, finished);
     print_reasoning(delta.reasoning);
     print_answer(delta.content);
   }

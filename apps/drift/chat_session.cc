@@ -13,12 +13,6 @@ using Json = nlohmann::ordered_json;
 // A base model continues a transcript; the next "User:" line it writes is the end of its turn.
 constexpr const char* kPlainStop = "\nUser:";
 
-// GPT-OSS's tokenizer: the harmony tokens a conversation is written with.
-bool speaks_harmony(const tokenizer::Tokenizer& tokenizer) {
-  return tokenizer.token_to_id("<|channel|>") && tokenizer.token_to_id("<|message|>") &&
-         !tokenizer::harmony::stop_token_ids(tokenizer).empty();
-}
-
 }  // namespace
 
 std::string trim_blank(const std::string& s) {
@@ -30,7 +24,8 @@ std::string trim_blank(const std::string& s) {
 ChatSession ChatSession::open(const std::string& model_dir, const tokenizer::Tokenizer& tokenizer) {
   auto chat_template = server::ChatTemplate::load(model_dir);
   if (chat_template.ok()) return ChatSession(PromptStyle::kTemplate, std::move(*chat_template), tokenizer);
-  ChatSession session(speaks_harmony(tokenizer) ? PromptStyle::kHarmony : PromptStyle::kPlain, std::nullopt, tokenizer);
+  const PromptStyle style = tokenizer::harmony::is_harmony_tokenizer(tokenizer) ? PromptStyle::kHarmony : PromptStyle::kPlain;
+  ChatSession session(style, std::nullopt, tokenizer);
   // A folder without a template is normal for a base model; one whose template is broken is worth a word.
   if (chat_template.status().code() != StatusCode::kNotFound)
     session.template_problem_ = chat_template.status().message();

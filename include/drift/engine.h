@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "drift/chat_format.h"
 #include "drift/request.h"
 #include "drift/status.h"
 
@@ -115,6 +116,8 @@ class Engine {
   virtual const EngineConfig& config() const = 0;
   virtual int32_t max_model_len() const = 0;
   virtual std::string model_name() const = 0;
+  // How the model's family writes chat prompts. An engine that does not say (a test double) uses templates.
+  virtual ChatFormat chat_format() const { return ChatFormat::kTemplate; }
   // Cancels everything outstanding and stops the engine thread.
   virtual void shutdown() = 0;
 };

@@ -35,6 +35,7 @@ class EngineImpl final : public Engine {
   const EngineConfig& config() const override { return config_; }
   int32_t max_model_len() const override { return max_model_len_; }
   std::string model_name() const override { return model_name_; }
+  ChatFormat chat_format() const override { return model_->description().chat_format; }
   void shutdown() override;
 
  private:

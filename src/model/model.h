@@ -10,18 +10,16 @@
 
 #include "backend/ops.h"
 #include "core/kv/kv_spec.h"
+#include "drift/chat_format.h"
 #include "model/forward_context.h"
 #include "weights/model_config.h"
 
 namespace drift::model {
 
-// How prompts for a model are written: its folder's Jinja chat template, or OpenAI's harmony format.
-enum class ChatFormat : uint8_t { kTemplate, kHarmony };
-
 // What the engine and the server need to know of a model family beyond config.json: everything
 // family-specific lives here, behind the model, never in a check of the architecture string.
 struct ModelDescription {
-  ChatFormat chat_format = ChatFormat::kTemplate;
+  ChatFormat chat_format = ChatFormat::kTemplate;  // how its chat prompts are written (Engine::chat_format)
   // Tokens (by their text) that end generation besides the config's eos_token_id, e.g. harmony's
   // <|return|> and <|call|>; ones the tokenizer lacks are ignored.
   std::vector<std::string> stop_tokens;

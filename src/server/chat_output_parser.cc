@@ -136,46 +136,6 @@ void parse_llama3_json(std::string_view text, bool finished, ParsedChat& out) {
   out.tool_calls = std::move(calls);
 }
 
-// One harmony message: "<|channel|>CH [to=R] [<|constrain|>json]<|message|>BODY[<|end|>]", possibly
-// preceded by a role ("assistant to=functions.f").
-void parse_harmony_message(std::string_view message, bool complete, bool finished, ParsedChat& out) {
-  constexpr std::string_view kMessage = "<|message|>", kChannel = "<|channel|>";
-  const size_t at = message.find(kMessage);
-  if (at == std::string_view::npos) return;  // the header is still arriving
-  const std::string_view header = message.substr(0, at);
-  std::string_view body = message.substr(at + kMessage.size());
-  std::string channel, recipient;
-  if (const size_t c = header.find(kChannel); c != std::string_view::npos) {
-    const std::string_view rest = header.substr(c + kChannel.size());
-    channel = std::string(rest.substr(0, rest.find_first_of(" <")));
-  }
-  if (const size_t to = header.find("to="); to != std::string_view::npos) {
-    const std::string_view rest = header.substr(to + 3);
-    recipient = std::string(rest.substr(0, rest.find_first_of(" <")));
-  }
-  if (!complete && !finished) body = body.substr(0, body.size() - partial_marker(body, "<|end|>"));
-  if (recipient.rfind("functions.", 0) == 0) {
-    if (complete || finished) out.tool_calls.push_back({recipient.substr(10), std::string(trim(body))});
-  } else if (channel == "analysis") {
-    out.reasoning += body;
-  } else {
-    out.content += body;
-  }
-}
-
-void parse_harmony(std::string_view text, bool finished, ParsedChat& out) {
-  constexpr std::string_view kStart = "<|start|>", kEnd = "<|end|>";
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const size_t end = text.find(kEnd, pos);
-    const std::string_view message = text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
-    parse_harmony_message(message, end != std::string_view::npos, finished, out);
-    if (end == std::string_view::npos) break;
-    pos = end + kEnd.size();
-    if (text.substr(pos, kStart.size()) == kStart) pos += kStart.size();
-  }
-}
-
 }  // namespace
 
 ChatOutputFormat detect_output_format(const std::string& template_source, const std::string& rendered_prompt,
@@ -199,8 +159,7 @@ ChatOutputFormat detect_output_format(const std::string& template_source, const 
 ParsedChat parse_chat_output(const ChatOutputFormat& f, const std::string& text, bool finished) {
   ParsedChat out;
   if (f.harmony) {
-    parse_harmony(text, finished, out);
-    if (f.tools == ToolFormat::kNone) out.tool_calls.clear();
+    accumulate(HarmonyOutputParser(f.tools != ToolFormat::kNone, f.reply_prefix).feed(text, finished), out);
     return out;
   }
   const std::string_view reply = split_think(f, text, finished, out);
@@ -215,17 +174,27 @@ ParsedChat parse_chat_output(const ChatOutputFormat& f, const std::string& text,
   return out;
 }
 
-ChatOutputParser::Delta ChatOutputParser::feed(const std::string& text, bool finished) {
+ChatOutputParser::ChatOutputParser(ChatOutputFormat format) : format_(std::move(format)) {
+  if (format_.harmony) harmony_.emplace(format_.tools != ToolFormat::kNone, format_.reply_prefix);
+}
+
+int32_t ChatOutputParser::num_tool_calls() const {
+  return harmony_ ? harmony_->num_tool_calls() : int32_t(sent_calls_);
+}
+
+ChatDelta ChatOutputParser::feed(const std::string& text, bool finished) {
+  if (harmony_) return harmony_->feed(text, finished);
   text_ += text;
   const ParsedChat now = parse_chat_output(format_, text_, finished);
-  Delta d;
+  ChatDelta d;
   // Fields only grow as text arrives; guard anyway, so a format quirk cannot send a negative slice.
   if (now.reasoning.size() > sent_reasoning_) d.reasoning = now.reasoning.substr(sent_reasoning_);
   if (now.content.size() > sent_content_) d.content = now.content.substr(sent_content_);
   sent_reasoning_ = std::max(sent_reasoning_, now.reasoning.size());
   sent_content_ = std::max(sent_content_, now.content.size());
-  d.first_tool_index = int32_t(sent_calls_);
-  for (size_t i = sent_calls_; i < now.tool_calls.size(); ++i) d.tool_calls.push_back(now.tool_calls[i]);
+  // These formats hand over each call whole: its one piece names it and carries all the arguments.
+  for (size_t i = sent_calls_; i < now.tool_calls.size(); ++i)
+    d.tool_calls.push_back({int32_t(i), now.tool_calls[i].name, now.tool_calls[i].arguments});
   sent_calls_ = std::max(sent_calls_, now.tool_calls.size());
   return d;
 }

@@ -67,6 +67,16 @@ std::optional<ApiError> check_model(const Json& body, const ServedModel& served)
   return std::nullopt;
 }
 
+ApiResult<GenerationPlan> start_plan(const Json& body, const ServedModel& served, Api api, std::string plan_id) {
+  if (!body.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", json_type_name(body)));
+  if (auto e = check_model(body, served)) return *e;
+  GenerationPlan plan;
+  plan.api = api;
+  plan.id = std::move(plan_id);
+  plan.model = served.name;
+  return plan;
+}
+
 void read_common_fields(FieldReader& f, const ServedModel& served, Request& base, GenerationPlan& plan) {
   SamplingParams& s = base.sampling;
   f.read_int("max_tokens", base.max_tokens, 1, kMaxInt32);

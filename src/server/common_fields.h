@@ -11,6 +11,9 @@ namespace drift::server {
 // Checks "model" against the served model; a missing model means the served one.
 std::optional<ApiError> check_model(const Json& body, const ServedModel& served);
 
+// The plan of a body that is a JSON object asking for the served model: its api, id and model set.
+ApiResult<GenerationPlan> start_plan(const Json& body, const ServedModel& served, Api api, std::string plan_id);
+
 // Reads the shared fields into `base` (the request every choice copies) and `plan` (n, stream,
 // include_usage). max_tokens keeps the value `base` arrives with when the body has none.
 void read_common_fields(FieldReader& fields, const ServedModel& served, Request& base, GenerationPlan& plan);

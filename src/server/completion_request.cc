@@ -72,12 +72,9 @@ ApiResult<std::vector<Request>> read_prompts(const Json& body, const ServedModel
 }  // namespace
 
 ApiResult<GenerationPlan> parse_completion_request(const Json& body, const ServedModel& served, std::string plan_id) {
-  if (!body.is_object()) return bad_request(fmt::format("the request body must be a JSON object, got {}", json_type_name(body)));
-  if (auto e = check_model(body, served)) return *e;
-  GenerationPlan plan;
-  plan.api = Api::kCompletion;
-  plan.id = std::move(plan_id);
-  plan.model = served.name;
+  auto started = start_plan(body, served, Api::kCompletion, std::move(plan_id));
+  if (!started.ok()) return started.error();
+  GenerationPlan& plan = *started;
   auto prompts = read_prompts(body, served);
   if (!prompts.ok()) return prompts.error();
 
@@ -96,7 +93,7 @@ ApiResult<GenerationPlan> parse_completion_request(const Json& body, const Serve
   }
   if (Status s = base.sampling.validate(); !s.ok()) return bad_request(s.message());
   expand_choices(base, std::move(*prompts), plan);
-  return plan;
+  return std::move(plan);
 }
 
 }  // namespace drift::server

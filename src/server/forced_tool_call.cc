@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/harmony.h"
+
 namespace drift::server {
 
 ApiResult<std::optional<Json>> forced_tools(const Json* choice, const Json* tools) {
@@ -27,12 +29,21 @@ ApiResult<std::optional<Json>> forced_tools(const Json* choice, const Json* tool
   return bad_request(fmt::format("'tool_choice' names '{}', which is not among the tools", name), "tool_choice");
 }
 
+namespace {
+
+// The schema of a function's arguments: its parameters, or any object when it declares none.
+Json arguments_schema(const Json& function) {
+  return function.contains("parameters") ? function["parameters"] : Json{{"type", "object"}};
+}
+
+}  // namespace
+
 std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tools, Request& request) {
   const char* arguments_key = format == ToolFormat::kLlama3Json ? "parameters" : "arguments";
   Json calls = Json::array();
   for (const Json& tool : tools) {
     const Json& function = tool["function"];
-    const Json parameters = function.contains("parameters") ? function["parameters"] : Json{{"type", "object"}};
+    const Json parameters = arguments_schema(function);
     calls.push_back({{"type", "object"},
                      {"properties", {{"name", {{"const", function["name"]}}}, {arguments_key, parameters}}},
                      {"required", {"name", arguments_key}},
@@ -49,9 +60,22 @@ std::optional<ApiError> force_tool_call(ToolFormat format, const Json& tools, Re
       return std::nullopt;
     default:
       return bad_request("a forced tool call ('tool_choice' \"required\" or a named function) is supported for "
-                         "Hermes and Llama 3 JSON tool formats, not this model's",
+                         "Hermes, Llama 3 JSON and harmony tool formats, not this model's",
                          "tool_choice");
   }
+}
+
+ApiResult<std::string> force_harmony_tool_call(const Json& tools, Request& request) {
+  if (tools.size() != 1)
+    return bad_request(fmt::format("'tool_choice' \"required\" with {} tools is not supported for harmony (GPT-OSS): "
+                                   "a harmony call names its function in the message header, which structured output "
+                                   "cannot constrain; name the function ({{\"type\": \"function\", \"function\": "
+                                   "{{\"name\": ...}}}}) or give one tool",
+                                   tools.size()),
+                       "tool_choice");
+  const Json& function = tools[0]["function"];
+  request.json_schema = arguments_schema(function).dump();
+  return tokenizer::harmony::tool_call_opening(function["name"].get<std::string>());
 }
 
 }  // namespace drift::server

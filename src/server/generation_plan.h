@@ -35,6 +35,9 @@ struct ServedModel {
   std::string root;  // the model folder, absolute; also accepted as "model"
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;
+  // Chat prompts are harmony, rendered by code (a GPT-OSS family model with harmony's tokens), not the
+  // folder's Jinja template.
+  bool harmony = false;
 };
 
 }  // namespace drift::server

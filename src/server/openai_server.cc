@@ -16,6 +16,7 @@
 
 #include "server/response_json.h"
 #include "server/server_impl.h"
+#include "tokenizer/harmony.h"
 #include "tokenizer/tokenizer.h"
 
 namespace drift::server {
@@ -74,6 +75,17 @@ std::string bind_failure(const std::string& host, int port) {
   return why;
 }
 
+// Harmony when the model's family writes its prompts so and its tokenizer has the format's tokens; a
+// family that asks for harmony without them falls back to the folder's chat template, with a warning.
+bool serves_harmony(const Engine& engine) {
+  if (engine.chat_format() != ChatFormat::kHarmony) return false;
+  if (tokenizer::harmony::is_harmony_tokenizer(engine.tokenizer())) return true;
+  spdlog::warn("drift serve: the model writes chat prompts in harmony, but its tokenizer lacks harmony's special "
+               "tokens (<|start|>, <|message|>, <|channel|>, <|constrain|>, <|end|>, <|return|>, <|call|>); "
+               "/v1/chat/completions uses the chat template instead, if the folder has one");
+  return false;
+}
+
 }  // namespace
 
 void write_json(httplib::Response& res, const Json& body) { res.set_content(dump_json(body), "application/json"); }
@@ -99,6 +111,7 @@ Expected<std::unique_ptr<OpenAiServer>> OpenAiServer::create(Engine& engine, Ser
   impl->served.root = std::filesystem::absolute(engine.config().model_dir).lexically_normal().string();
   impl->served.vocab_size = engine.tokenizer().vocab_size();
   impl->served.max_model_len = engine.max_model_len();
+  impl->served.harmony = serves_harmony(engine);
   impl->id_prefix = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
 
   ServerState& s = *impl;

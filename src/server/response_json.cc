@@ -107,12 +107,20 @@ std::string tool_call_id(const GenerationPlan& plan, size_t choice, size_t index
   return "call_" + plan.id.substr(plan.id.find('-') + 1) + "_" + std::to_string(choice) + "_" + std::to_string(index);
 }
 
-Json tool_call_json(const GenerationPlan& plan, size_t choice, size_t index, const ParsedToolCall& call, bool delta) {
+Json tool_call_json(const GenerationPlan& plan, size_t choice, size_t index, const ParsedToolCall& call) {
   Json j;
-  if (delta) j["index"] = index;
   j["id"] = tool_call_id(plan, choice, index);
   j["type"] = "function";
   j["function"] = {{"name", call.name}, {"arguments", call.arguments}};
+  return j;
+}
+
+// A streamed piece: the call's first piece carries its id, type and name, as OpenAI's streams do; the
+// rest only their part of the arguments.
+Json tool_call_delta_json(const GenerationPlan& plan, size_t choice, const ToolCallDelta& piece) {
+  if (piece.name.empty()) return {{"index", piece.index}, {"function", {{"arguments", piece.arguments}}}};
+  Json j = {{"index", piece.index}};
+  j.update(tool_call_json(plan, choice, size_t(piece.index), {piece.name, piece.arguments}));
   return j;
 }
 
@@ -131,7 +139,7 @@ Json chat_message_json(const GenerationPlan& plan, size_t choice, const ChoiceRe
   if (!parsed.tool_calls.empty()) {
     Json calls = Json::array();
     for (size_t i = 0; i < parsed.tool_calls.size(); ++i)
-      calls.push_back(tool_call_json(plan, choice, i, parsed.tool_calls[i], false));
+      calls.push_back(tool_call_json(plan, choice, i, parsed.tool_calls[i]));
     m["tool_calls"] = std::move(calls);
   }
   return m;
@@ -174,8 +182,7 @@ Json chunk_json(const GenerationPlan& plan, const ChunkPart& part, const tokeniz
       delta["content"] = part.text;
     if (!part.tool_calls.empty()) {
       Json calls = Json::array();
-      for (size_t i = 0; i < part.tool_calls.size(); ++i)
-        calls.push_back(tool_call_json(plan, size_t(part.index), size_t(part.first_tool_index) + i, part.tool_calls[i], true));
+      for (const ToolCallDelta& piece : part.tool_calls) calls.push_back(tool_call_delta_json(plan, size_t(part.index), piece));
       delta["tool_calls"] = std::move(calls);
     }
     choice["delta"] = std::move(delta);

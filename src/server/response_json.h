@@ -35,8 +35,7 @@ struct ChunkPart {
   int32_t index = 0;
   std::string text;              // chat: the content delta
   std::string reasoning;         // chat: the reasoning_content delta
-  std::vector<ParsedToolCall> tool_calls;  // chat: calls completed in this chunk
-  int32_t first_tool_index = 0;
+  std::vector<ToolCallDelta> tool_calls;  // chat: pieces of tool calls
   bool made_tool_calls = false;  // the choice called tools: it finishes with "tool_calls"
   std::span<const TokenLogprobs> logprobs;
   const Output* finish = nullptr;

@@ -66,11 +66,10 @@ SseStream::State SseStream::pump(const Writer& write) {
     text_offset_[size_t(choice)] += out.text.size();
     if (!parsers_.empty()) {
       ChatOutputParser& parser = parsers_[size_t(choice)];
-      ChatOutputParser::Delta d = parser.feed(out.text, finish != nullptr);
+      ChatDelta d = parser.feed(out.text, finish != nullptr);
       part.text = std::move(d.content);
       part.reasoning = std::move(d.reasoning);
       part.tool_calls = std::move(d.tool_calls);
-      part.first_tool_index = d.first_tool_index;
       part.made_tool_calls = parser.num_tool_calls() > 0;
       // Held-back text makes no chunk of its own.
       if (part.text.empty() && part.reasoning.empty() && part.tool_calls.empty() && !finish && part.logprobs.empty())

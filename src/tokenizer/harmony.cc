@@ -48,6 +48,12 @@ std::vector<int32_t> stop_token_ids(const Tokenizer& tokenizer) {
   return ids;
 }
 
+bool is_harmony_tokenizer(const Tokenizer& tokenizer) {
+  for (std::string_view token : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"})
+    if (!tokenizer.token_to_id(token)) return false;
+  return stop_token_ids(tokenizer).size() == 2;
+}
+
 Message Message::user(std::string content) { return {.role = Role::kUser, .content = std::move(content)}; }
 
 Message Message::assistant(std::string channel, std::string content) {

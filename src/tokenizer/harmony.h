@@ -33,6 +33,11 @@ Expected<Tokenizer> load_o200k_harmony(const std::string& ranks_path);
 // "Special Tokens"), as far as `tokenizer` has them; empty for a tokenizer that is not harmony's.
 std::vector<int32_t> stop_token_ids(const Tokenizer& tokenizer);
 
+// Whether `tokenizer` has every special token a harmony conversation is written with (<|start|>, <|end|>,
+// <|message|>, <|channel|>, <|constrain|>) and the assistant's stop tokens: only then can the format's
+// control text be encoded as the ids the model was trained on.
+bool is_harmony_tokenizer(const Tokenizer& tokenizer);
+
 enum class ReasoningEffort { kLow, kMedium, kHigh };
 
 // The system message (format.md "System message format"). The defaults are the format's recommendation;
@@ -59,7 +64,8 @@ struct DeveloperContent {
   std::vector<Tool> tools;
 };
 
-enum class Role { kUser, kAssistant, kTool };
+// kDeveloper: a developer message after the first (the first is the Conversation's DeveloperContent).
+enum class Role { kUser, kAssistant, kTool, kDeveloper };
 
 struct Message {
   Role role = Role::kUser;
@@ -95,6 +101,11 @@ Expected<std::string> render_for_completion(const Conversation& conversation, co
 // The same without the trailing "<|start|>assistant".
 Expected<std::string> render(const Conversation& conversation, const RenderOptions& options = {});
 
+// What follows "<|start|>assistant" in a call of functions.`function` with JSON arguments, up to and
+// including <|message|> ("<|channel|>commentary to=functions.f <|constrain|>json<|message|>"): a prompt
+// that ends with it leaves the model only the arguments to write.
+std::string tool_call_opening(std::string_view function);
+
 enum class MessageEnd {
   kEnd,         // <|end|>: another message follows
   kReturn,      // <|return|>: the answer is complete
@@ -112,6 +123,11 @@ struct ParsedMessage {
 
   bool is_tool_call() const { return !recipient.empty() && recipient != "assistant" && recipient != "all"; }
 };
+
+// A message header as the model writes it, between <|start|> and <|message|> ("assistant<|channel|>commentary
+// to=functions.x <|constrain|>json"): a role part, then a channel part; the recipient and the content type
+// may sit in either (format.md "Receiving tool calls"). `content` and `end` stay unset.
+ParsedMessage parse_header(std::string_view header);
 
 // Splits what the model generated after "<|start|>assistant" into its messages (analysis, final, tool
 // calls). The recipient may sit in the role or the channel part of a header (format.md "Receiving tool

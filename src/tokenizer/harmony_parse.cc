@@ -61,9 +61,10 @@ std::string without_constrain(std::string_view text) {
   return out;
 }
 
-// "assistant to=functions.x<|channel|>commentary <|constrain|>json": a role part, then a channel part;
-// the recipient and content type may sit in either.
-void read_header(std::string_view header, ParsedMessage& m) {
+}  // namespace
+
+ParsedMessage parse_header(std::string_view header) {
+  ParsedMessage m;
   const size_t channel_at = header.find(kChannel);
   const std::string role_part = without_constrain(header.substr(0, channel_at));
   const std::string channel_part =
@@ -78,7 +79,10 @@ void read_header(std::string_view header, ParsedMessage& m) {
     m.channel = std::string(channel_words.front());
     read_attributes(std::span(channel_words).subspan(1), m);
   }
+  return m;
 }
+
+namespace {
 
 class CompletionParser {
  public:
@@ -88,9 +92,7 @@ class CompletionParser {
     switch (state_) {
       case State::kHeader:
         if (id == ids_.message) {
-          ParsedMessage m;
-          read_header(header_prefix_ + tokenizer_.decode(header_ids_), m);
-          messages_.push_back(std::move(m));
+          messages_.push_back(parse_header(header_prefix_ + tokenizer_.decode(header_ids_)));
           header_ids_.clear();
           state_ = State::kContent;
           return Status::Ok();
@@ -126,9 +128,7 @@ class CompletionParser {
   std::vector<ParsedMessage> finish() && {
     if (state_ == State::kContent) finish_content(MessageEnd::kUnfinished);
     if (state_ == State::kHeader && !header_ids_.empty()) {
-      ParsedMessage m;
-      read_header(header_prefix_ + tokenizer_.decode(header_ids_), m);
-      messages_.push_back(std::move(m));
+      messages_.push_back(parse_header(header_prefix_ + tokenizer_.decode(header_ids_)));
     }
     return std::move(messages_);
   }

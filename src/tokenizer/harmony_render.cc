@@ -56,6 +56,7 @@ Expected<std::string> header(const Message& m, size_t index) {
   switch (m.role) {
     case Role::kUser: out = "user"; break;
     case Role::kAssistant: out = "assistant"; break;
+    case Role::kDeveloper: out = "developer"; break;
     case Role::kTool:
       if (m.name.empty()) {
         return invalid_argument(
@@ -119,6 +120,12 @@ Expected<std::string> render(const Conversation& conversation, const RenderOptio
     append_message(h, m.content, is_call ? "<|call|>" : "<|end|>", out);
   }
   return out;
+}
+
+std::string tool_call_opening(std::string_view function) {
+  // A tool call's header cannot fail: it has a role and needs no name.
+  const std::string h = *header(Message::tool_call(function, ""), 0);
+  return h.substr(std::string_view("assistant").size()) + "<|message|>";
 }
 
 Expected<std::string> render_for_completion(const Conversation& conversation, const RenderOptions& options) {

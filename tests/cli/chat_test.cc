@@ -4,7 +4,6 @@
 // rendered prompt to stderr, so the history is checked exactly rather than inferred from what a model
 // writes.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "model_copy.h"
 
 namespace drift::testing {
 namespace {
@@ -99,17 +99,7 @@ std::string thinking_model_dir() {
 
 // The gpt_oss fixture, whose tokenizer lacks harmony's tokens, given them (ids its vocabulary leaves
 // free) and no chat template: a GPT-OSS folder as the harmony fallback sees it.
-std::string harmony_model_dir() {
-  const fs::path dir = scratch_copy("gpt_oss");
-  nlohmann::json tokenizer = nlohmann::json::parse(std::ifstream(dir / "tokenizer.json"));
-  int next_id = int(tokenizer["model"]["vocab"].size());
-  for (const auto& added : tokenizer["added_tokens"]) next_id = std::max(next_id, added["id"].get<int>() + 1);
-  for (const char* token : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|call|>"})
-    tokenizer["added_tokens"].push_back({{"id", next_id++}, {"content", token}, {"single_word", false}, {"lstrip", false},
-                                         {"rstrip", false}, {"normalized", false}, {"special", true}});
-  std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
-  return dir.string();
-}
+std::string harmony_model_dir() { return copy_model_with_harmony_tokens(fixture("gpt_oss")); }
 
 TEST(Chat, EachTurnRendersTheHistoryAndResetForgetsIt) {
   const CommandRun r = chat("-m " + fixture("llama") + " --temperature 0 --max-tokens 4 --show-prompt",

@@ -41,7 +41,14 @@ TestServer::TestServer(TestServerOptions o) {
   config.kv_cache_bytes = int64_t(64) << 20;
   auto engine = Engine::create(config);
   if (!engine.ok()) throw std::runtime_error("engine: " + engine.status().to_string());
-  engine_ = std::move(*engine);
+  owned_engine_ = std::move(*engine);
+  engine_ = owned_engine_.get();
+  serve(o);
+}
+
+TestServer::TestServer(Engine& engine, const TestServerOptions& o) : engine_(&engine) { serve(o); }
+
+void TestServer::serve(const TestServerOptions& o) {
   server::ServerOptions so;
   so.host = "127.0.0.1";
   so.port = 0;
@@ -140,6 +147,18 @@ StreamReply post_stream(const TestServer& server, const std::string& path, const
   httplib::Error error = httplib::Error::Success;
   if (!client.send(req, res, error)) reply.transport_error = httplib::to_string(error);
   return reply;
+}
+
+Json only_tool_call_arguments(const HttpReply& reply, const std::string& function) {
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  if (reply.status != 200) return nullptr;
+  const Json& choice = reply.json["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << reply.body;
+  const Json& calls = choice["message"]["tool_calls"];
+  EXPECT_EQ(calls.size(), 1u) << reply.body;
+  if (calls.size() != 1) return nullptr;
+  EXPECT_EQ(calls[0]["function"]["name"], function) << reply.body;
+  return Json::parse(calls[0]["function"]["arguments"].get<std::string>(), nullptr, false);
 }
 
 std::optional<double> metric_value(const std::string& exposition, const std::string& name, const std::string& label) {

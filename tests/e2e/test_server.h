@@ -39,6 +39,9 @@ struct TestServerOptions {
 class TestServer {
  public:
   explicit TestServer(TestServerOptions options = {});
+  // Serves `engine` (a test double such as ScriptedEngine), which must outlive the server; of `options`
+  // only the server's fields apply.
+  explicit TestServer(Engine& engine, const TestServerOptions& options = {});
   ~TestServer();
 
   Engine& engine() { return *engine_; }
@@ -48,7 +51,10 @@ class TestServer {
   void stop();
 
  private:
-  std::unique_ptr<Engine> engine_;
+  void serve(const TestServerOptions& options);
+
+  std::unique_ptr<Engine> owned_engine_;
+  Engine* engine_ = nullptr;
   std::unique_ptr<server::OpenAiServer> server_;
   std::thread listener_;
   int port_ = 0;
@@ -78,6 +84,10 @@ struct StreamReply {
 // `on_chunk` sees each JSON chunk as it arrives; returning false disconnects the client.
 StreamReply post_stream(const TestServer& server, const std::string& path, const Json& body,
                         const std::function<bool(const Json&)>& on_chunk = nullptr);
+
+// The parsed arguments of the one tool call a full chat response made, once checked (status 200,
+// finish_reason "tool_calls", exactly one call, of `function`); null when a check failed.
+Json only_tool_call_arguments(const HttpReply& reply, const std::string& function);
 
 // The value of the first sample of `name` whose labels contain `label` (e.g. finished_reason="abort").
 std::optional<double> metric_value(const std::string& exposition, const std::string& name, const std::string& label = {});

@@ -6,13 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "model_copy.h"
+#include "scripted_engine.h"
 #include "test_server.h"
-#include "tokenizer/tokenizer.h"
 
 namespace drift::e2e {
 namespace {
@@ -29,66 +27,6 @@ constexpr const char* kHermesTemplate =
     "\"arguments\": {{ c.function.arguments | tojson }}}\n</tool_call>{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-// Answers every request with the same reply, a few bytes per output, and records the prompts.
-class ScriptedEngine final : public Engine {
- public:
-  ScriptedEngine(std::string model_dir, std::string reply) : reply_(std::move(reply)) {
-    config_.model_dir = std::move(model_dir);
-    auto tok = tokenizer::Tokenizer::from_file(fixture_model_dir() + "/tokenizer.json");
-    if (!tok.ok()) throw std::runtime_error(tok.status().to_string());
-    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(*tok));
-  }
-  ~ScriptedEngine() override { shutdown(); }
-
-  Expected<std::string> submit(Request request, OutputCallback on_output) override {
-    std::lock_guard lock(mu_);
-    prompts_.push_back(request.prompt);
-    workers_.emplace_back([this, id = request.id, on_output] {
-      int32_t n = 0;
-      for (size_t pos = 0; pos < reply_.size(); pos += 3, ++n) {
-        Output out;
-        out.request_id = id;
-        out.new_tokens = {7};
-        out.text = reply_.substr(pos, 3);
-        on_output(out);
-      }
-      Output last;
-      last.request_id = id;
-      last.finished = true;
-      last.finish_reason = FinishReason::kStop;
-      last.usage = {5, n, 0};
-      on_output(last);
-    });
-    return request.id;
-  }
-  void cancel(const std::string&) override {}
-  EngineMetrics metrics() const override { return {}; }
-  const tokenizer::Tokenizer& tokenizer() const override { return *tokenizer_; }
-  const EngineConfig& config() const override { return config_; }
-  int32_t max_model_len() const override { return 256; }
-  std::string model_name() const override { return "scripted"; }
-  void shutdown() override {
-    std::vector<std::thread> workers;
-    {
-      std::lock_guard lock(mu_);
-      workers.swap(workers_);
-    }
-    for (std::thread& t : workers) t.join();
-  }
-  std::vector<std::string> prompts() {
-    std::lock_guard lock(mu_);
-    return prompts_;
-  }
-
- private:
-  EngineConfig config_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::string reply_;
-  std::mutex mu_;
-  std::vector<std::string> prompts_;
-  std::vector<std::thread> workers_;
-};
-
 std::string hermes_model_dir() {
   static const std::string dir = [] {
     const fs::path d = fs::temp_directory_path() / ("drift-tools-" + std::to_string(getpid())) / "qwen";
@@ -99,42 +37,23 @@ std::string hermes_model_dir() {
   return dir;
 }
 
+// The scripted reply behind the real server, with the Hermes template.
 struct ScriptedServer {
-  explicit ScriptedServer(const std::string& reply) : engine(hermes_model_dir(), reply) {
-    server::ServerOptions o;
-    o.port = 0;
-    o.access_log = false;
-    auto s = server::OpenAiServer::create(engine, o);
-    if (!s.ok()) throw std::runtime_error(s.status().to_string());
-    server = std::move(*s);
-    port = *server->bind();
-    listener = std::thread([this] { server->listen(); });
-  }
-  ~ScriptedServer() {
-    server->stop();
-    listener.join();
-  }
+  explicit ScriptedServer(const std::string& reply)
+      : engine({.model_dir = hermes_model_dir(), .tokenizer_file = fixture_model_dir() + "/tokenizer.json", .text = reply}),
+        server(engine) {}
+  // The response (full) or the status, with the chunks (streamed).
   Json post(const Json& body, bool stream, std::vector<Json>* chunks = nullptr) {
-    httplib::Client c("127.0.0.1", port);
     Json b = body;
     b["stream"] = stream;
-    auto r = c.Post("/v1/chat/completions", b.dump(), "application/json");
-    if (!r) return nullptr;
-    if (!stream) return Json::parse(r->body);
-    // "data: {...}\n\n" events
-    for (size_t pos = 0; (pos = r->body.find("data: ", pos)) != std::string::npos;) {
-      const size_t end = r->body.find("\n\n", pos);
-      const std::string payload = r->body.substr(pos + 6, end - pos - 6);
-      if (payload != "[DONE]") chunks->push_back(Json::parse(payload));
-      pos = end;
-    }
-    return r->status;
+    if (!stream) return post_json(server, "/v1/chat/completions", b).json;
+    StreamReply r = post_stream(server, "/v1/chat/completions", b);
+    *chunks = std::move(r.chunks);
+    return r.status;
   }
 
   ScriptedEngine engine;
-  std::unique_ptr<server::OpenAiServer> server;
-  int port = 0;
-  std::thread listener;
+  TestServer server;
 };
 
 const Json kTools = Json::array({{{"type", "function"},
@@ -277,14 +196,8 @@ TEST(ToolCalls, ANamedToolChoiceForcesAValidCall) {
     for (int seed = 0; seed < 3; ++seed) {
       const Json body = {{"messages", {{{"role", "user"}, {"content", "weather?"}}}}, {"tools", tools},
                          {"tool_choice", choice}, {"temperature", 1}, {"seed", seed}};
-      const HttpReply r = post_json(server, "/v1/chat/completions", body);
-      ASSERT_EQ(r.status, 200) << r.body << "\nchoice " << choice;
-      const Json& c = r.json["choices"][0];
-      ASSERT_EQ(c["finish_reason"], "tool_calls") << r.body;
-      ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r.body;
-      EXPECT_EQ(c["message"]["tool_calls"][0]["function"]["name"], "get_weather");
-      const Json args = Json::parse(c["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
-      ASSERT_TRUE(args.is_object() && args.size() == 1 && args["city"].is_string()) << args;
+      const Json args = only_tool_call_arguments(post_json(server, "/v1/chat/completions", body), "get_weather");
+      ASSERT_TRUE(args.is_object() && args.size() == 1 && args["city"].is_string()) << args << "\nchoice " << choice;
       EXPECT_LE(args["city"].get<std::string>().size(), 12u * 4);
     }
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include "weights/safetensors.h"
@@ -36,20 +37,37 @@ std::vector<std::byte> nan_bytes(DType dtype, int64_t numel) {
   return out;
 }
 
-void rewrite_with_nans(const fs::path& file, const std::vector<std::string>& nan_tensors) {
+// New bytes for a tensor, or nullopt to keep it.
+using TensorEdit = std::function<std::optional<std::vector<std::byte>>(const weights::TensorInfo&)>;
+
+void rewrite_tensors(const fs::path& file, const TensorEdit& edit) {
   std::vector<weights::TensorToWrite> tensors;
   {
     auto f = weights::SafetensorsFile::open(file.string());
     if (!f.ok()) throw std::runtime_error(f.status().to_string());
     for (const std::string& name : f->names()) {
       const weights::TensorInfo* t = f->find(name);
-      const bool poison = std::find(nan_tensors.begin(), nan_tensors.end(), name) != nan_tensors.end();
-      tensors.emplace_back(name, t->dtype, t->shape,
-                           poison ? nan_bytes(t->dtype, t->numel()) : std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
+      std::optional<std::vector<std::byte>> bytes = edit(*t);
+      tensors.emplace_back(name, t->dtype, t->shape, bytes ? std::move(*bytes) : std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
     }
   }
   if (Status s = weights::write_safetensors(file.string(), tensors, {{"format", "pt"}}); !s.ok())
     throw std::runtime_error(s.to_string());
+}
+
+// Every weights file of the folder (not the golden outputs).
+std::vector<fs::path> weight_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".safetensors" && entry.path().filename() != "golden.safetensors")
+      files.push_back(entry.path());
+  return files;
+}
+
+uint16_t bf16_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
 }
 
 }  // namespace
@@ -72,9 +90,11 @@ std::string copy_model(const std::string& model_dir, const std::vector<std::stri
   for (const auto& entry : fs::directory_iterator(model_dir))
     fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
   if (!nan_tensors.empty())
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.path().extension() == ".safetensors" && entry.path().filename() != "golden.safetensors")
-        rewrite_with_nans(entry.path(), nan_tensors);
+    for (const fs::path& file : weight_files(dir))
+      rewrite_tensors(file, [&](const weights::TensorInfo& t) -> std::optional<std::vector<std::byte>> {
+        if (std::find(nan_tensors.begin(), nan_tensors.end(), t.name) == nan_tensors.end()) return std::nullopt;
+        return nan_bytes(t.dtype, t.numel());
+      });
   for (const auto& [file, patch] : patches) {
     nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / file));
     j.merge_patch(patch);
@@ -87,6 +107,36 @@ std::string copy_model_with_template(const std::string& model_dir, const std::st
   const std::string dir = copy_model(model_dir, {});
   std::ofstream(fs::path(dir) / "chat_template.jinja") << chat_template;
   return dir;
+}
+
+std::string copy_model_with_harmony_tokens(const std::string& model_dir, const JsonPatches& patches) {
+  const std::string dir = copy_model(model_dir, {}, patches);
+  const fs::path path = fs::path(dir) / "tokenizer.json";
+  nlohmann::json tokenizer = nlohmann::json::parse(std::ifstream(path));
+  int next_id = int(tokenizer["model"]["vocab"].size());
+  for (const auto& added : tokenizer["added_tokens"]) next_id = std::max(next_id, added["id"].get<int>() + 1);
+  for (const char* token : {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"})
+    tokenizer["added_tokens"].push_back({{"id", next_id++}, {"content", token}, {"single_word", false}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"special", true}});
+  std::ofstream(path) << tokenizer.dump();
+  return dir;
+}
+
+void fill_bf16_matrix(const std::string& model_dir, const std::string& tensor,
+                      const std::function<float(int64_t row, int64_t column)>& value) {
+  for (const fs::path& file : weight_files(model_dir))
+    rewrite_tensors(file, [&](const weights::TensorInfo& t) -> std::optional<std::vector<std::byte>> {
+      if (t.name != tensor) return std::nullopt;
+      if (t.dtype != DType::kBF16 || t.shape.size() != 2)
+        throw std::runtime_error("fill_bf16_matrix: " + tensor + " is not a bf16 matrix");
+      std::vector<std::byte> bytes(size_t(t.numel()) * 2);
+      for (int64_t r = 0; r < t.shape[0]; ++r)
+        for (int64_t c = 0; c < t.shape[1]; ++c) {
+          const uint16_t bits = bf16_bits(value(r, c));
+          std::memcpy(bytes.data() + size_t(r * t.shape[1] + c) * 2, &bits, 2);
+        }
+      return bytes;
+    });
 }
 
 }  // namespace drift::testing

@@ -1,9 +1,13 @@
-// Broken copies of a fixture model for bad-input tests: chosen tensors overwritten with NaN, fields of
-// its JSON files (config.json, generation_config.json) replaced by a merge patch per file. Each copy lives in a fresh folder under the system temp directory, removed at exit.
+// Copies of a fixture model for tests: chosen tensors overwritten (with NaN for bad-input tests, or with
+// chosen values), fields of its JSON files (config.json, generation_config.json) replaced by a merge patch
+// per file, a chat template or harmony's tokens added. Each copy lives in a fresh folder under the system
+// temp directory, removed at exit.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -16,5 +20,15 @@ std::string copy_model(const std::string& model_dir, const std::vector<std::stri
                        const JsonPatches& patches = {});
 // A copy with `chat_template` written to chat_template.jinja (which wins over tokenizer_config.json's).
 std::string copy_model_with_template(const std::string& model_dir, const std::string& chat_template);
+// A copy whose tokenizer.json also has harmony's special tokens (<|start|>, <|end|>, <|message|>,
+// <|channel|>, <|constrain|>, <|return|>, <|call|>) at ids the model's vocabulary leaves free after the
+// tokenizer's own: the tiny gpt_oss fixture made a GPT-OSS folder that speaks harmony. `patches` as for
+// copy_model.
+std::string copy_model_with_harmony_tokens(const std::string& model_dir, const JsonPatches& patches = {});
+
+// Replaces the values of a bf16 tensor of the model folder `model_dir` (a copy): `value(row, column)` for
+// a 2-D tensor [rows, columns].
+void fill_bf16_matrix(const std::string& model_dir, const std::string& tensor,
+                      const std::function<float(int64_t row, int64_t column)>& value);
 
 }  // namespace drift::testing

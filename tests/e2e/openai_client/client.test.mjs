@@ -5,9 +5,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import OpenAI from "openai";
+import { answerCall, client, forcedWeatherCall, model, weather } from "./common.mjs";
 
-const model = process.env.DRIFT_MODEL;
-const client = new OpenAI({ baseURL: process.env.DRIFT_URL, apiKey: process.env.DRIFT_API_KEY, maxRetries: 0 });
 const hello = [{ role: "user", content: "Say something about packages." }];
 
 async function collect(stream) {
@@ -124,35 +123,15 @@ test("structured output: json_schema replies parse and follow the schema", async
 });
 
 test("tools: a named tool_choice gives a call the client reads, full and streamed", async () => {
-  const tools = [
-    {
-      type: "function",
-      function: {
-        name: "get_weather",
-        description: "The weather in a city",
-        parameters: {
-          type: "object",
-          properties: { city: { type: "string", maxLength: 10 } },
-          required: ["city"],
-          additionalProperties: false,
-        },
-      },
-    },
-  ];
   const request = {
     model,
     messages: [{ role: "user", content: "Weather?" }],
-    tools,
+    tools: [weather],
     tool_choice: { type: "function", function: { name: "get_weather" } },
     temperature: 1,
     seed: 2,
   };
-  const full = await client.chat.completions.create(request);
-  assert.equal(full.choices[0].finish_reason, "tool_calls");
-  const call = full.choices[0].message.tool_calls[0];
-  assert.equal(call.type, "function");
-  assert.equal(call.function.name, "get_weather");
-  assert.equal(typeof JSON.parse(call.function.arguments).city, "string");
+  const call = await forcedWeatherCall(request);
 
   const chunks = await collect(await client.chat.completions.create({ ...request, stream: true }));
   const deltas = chunks.flatMap((c) => c.choices.flatMap((ch) => ch.delta.tool_calls ?? []));
@@ -161,15 +140,5 @@ test("tools: a named tool_choice gives a call the client reads, full and streame
   assert.equal(deltas[0].function.arguments, call.function.arguments);
   assert.equal(chunks.at(-1).choices[0].finish_reason, "tool_calls");
   // The call and its result go back as history.
-  const after = await client.chat.completions.create({
-    model,
-    messages: [
-      ...request.messages,
-      { role: "assistant", content: null, tool_calls: [call] },
-      { role: "tool", tool_call_id: call.id, content: "sunny" },
-    ],
-    tools,
-    max_tokens: 4,
-  });
-  assert.equal(after.choices.length, 1);
+  await answerCall(request, call);
 });

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "parsed_chat_checks.h"
+
 namespace drift::server {
 namespace {
 
@@ -14,24 +16,10 @@ ParsedChat streamed(const ChatOutputFormat& f, const std::string& text, size_t s
   ParsedChat out;
   for (size_t pos = 0; pos < text.size() || pos == 0; pos += step) {
     const bool last = pos + step >= text.size();
-    ChatOutputParser::Delta d = parser.feed(text.substr(pos, step), last);
-    out.reasoning += d.reasoning;
-    out.content += d.content;
-    EXPECT_EQ(d.first_tool_index, int32_t(out.tool_calls.size()));
-    for (ParsedToolCall& c : d.tool_calls) out.tool_calls.push_back(std::move(c));
+    add_checked_delta(parser.feed(text.substr(pos, step), last), out);
     if (last) break;
   }
   return out;
-}
-
-void expect_same(const ParsedChat& a, const ParsedChat& b, const std::string& what) {
-  EXPECT_EQ(a.reasoning, b.reasoning) << what;
-  EXPECT_EQ(a.content, b.content) << what;
-  ASSERT_EQ(a.tool_calls.size(), b.tool_calls.size()) << what;
-  for (size_t i = 0; i < a.tool_calls.size(); ++i) {
-    EXPECT_EQ(a.tool_calls[i].name, b.tool_calls[i].name) << what;
-    EXPECT_EQ(a.tool_calls[i].arguments, b.tool_calls[i].arguments) << what;
-  }
 }
 
 // Whole parse = every streamed split of it.
@@ -90,7 +78,7 @@ TEST(ChatOutputParser, Llama3JsonIsACallOnlyWhenTheWholeReplyIsOne) {
   EXPECT_EQ(parse_both_ways(f, "{not json}").content, "{not json}");
 }
 
-TEST(ChatOutputParser, HarmonyChannels) {
+TEST(ChatOutputParser, HarmonyGoesThroughTheHarmonyParser) {
   const ChatOutputFormat f{.tools = ToolFormat::kHarmony, .harmony = true};
   const ParsedChat p = parse_both_ways(
       f, "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
@@ -99,10 +87,9 @@ TEST(ChatOutputParser, HarmonyChannels) {
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_EQ(p.tool_calls[0].name, "get_weather");
   EXPECT_EQ(p.tool_calls[0].arguments, R"({"city":"Oslo"})");
-  const ParsedChat answer = parse_both_ways(
-      {.harmony = true}, "<|channel|>analysis<|message|>Simple.<|end|><|start|>assistant<|channel|>final<|message|>Hi!");
-  EXPECT_EQ(answer.reasoning, "Simple.");
-  EXPECT_EQ(answer.content, "Hi!");
+  ChatOutputParser parser(f);
+  parser.feed("<|channel|>commentary to=functions.f<|message|>{}", true);
+  EXPECT_EQ(parser.num_tool_calls(), 1);
 }
 
 TEST(ChatOutputParser, FormatFromTheTemplate) {

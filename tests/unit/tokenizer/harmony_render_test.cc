@@ -6,10 +6,14 @@
 
 #include <string>
 
+#include "harmony_doc.h"
 #include "tokenizer/harmony.h"
 
 namespace drift::tokenizer::harmony {
 namespace {
+
+using drift::testing::kDocToolCallTurn;
+using drift::testing::kDocToolsPrompt;
 
 using ::testing::HasSubstr;
 
@@ -43,41 +47,6 @@ DeveloperContent doc_developer() {
                 format + R"(}, "required": ["locations"]})"}}};
 }
 
-constexpr const char* kDocToolsPrompt = R"doc(<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.
-Knowledge cutoff: 2024-06
-Current date: 2025-06-28
-
-Reasoning: high
-
-# Valid channels: analysis, commentary, final. Channel must be included for every message.
-Calls to these tools must go to the commentary channel: 'functions'.<|end|><|start|>developer<|message|># Instructions
-
-Use a friendly tone.
-
-# Tools
-
-## functions
-
-namespace functions {
-
-// Gets the location of the user.
-type get_location = () => any;
-
-// Gets the current weather in the provided location.
-type get_current_weather = (_: {
-// The city and state, e.g. San Francisco, CA
-location: string,
-format?: "celsius" | "fahrenheit", // default: celsius
-}) => any;
-
-// Gets the current weather in the provided list of locations.
-type get_multiple_weathers = (_: {
-// List of city and state, e.g. ["San Francisco, CA", "New York, NY"]
-locations: string[],
-format?: "celsius" | "fahrenheit", // default: celsius
-}) => any;
-
-} // namespace functions<|end|><|start|>user<|message|>What is the weather like in SF?<|end|>)doc";
 
 TEST(HarmonyRender, ChatConversationFormat) {
   // format.md "Chat conversation format", example input.
@@ -132,14 +101,7 @@ TEST(HarmonyRender, HandlingToolCalls) {
                   Message::assistant("analysis", "Need to use function get_weather."),
                   Message::tool_call("get_weather", R"({"location":"San Francisco"})"),
                   Message::tool_result("get_weather", R"({"sunny": true, "temperature": 20})")}};
-  EXPECT_EQ(render_ok(c),
-            std::string(kDocToolsPrompt) +
-                "<|start|>assistant<|channel|>analysis<|message|>Need to use function get_weather.<|end|>"
-                "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
-                R"({"location":"San Francisco"})"
-                "<|call|><|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"
-                R"({"sunny": true, "temperature": 20})"
-                "<|end|><|start|>assistant");
+  EXPECT_EQ(render_ok(c), std::string(kDocToolsPrompt) + kDocToolCallTurn + "<|start|>assistant");
 }
 
 TEST(HarmonyRender, FinishedAnalysisIsDropped) {
