@@ -361,10 +361,10 @@ class ModelBench {
     rc.max_num_tokens = std::max(max_prefill, 1024);
     rc.max_num_seqs = max_batch;
     rc.block_size = kBlockSize;
-    rc.num_kv_groups = int32_t(num_kv_groups_);
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch;
-    rc.num_blocks = {prefill_first_block_ + rc.max_model_len / kBlockSize + 1};  // Llama shapes: one KV group
+    // The same block ids in every group's pool (group_tables): each pool as large as the full one.
+    rc.num_blocks.assign(num_kv_groups_, prefill_first_block_ + rc.max_model_len / kBlockSize + 1);
     runner_ = std::make_unique<runner::ModelRunner>(*model_, ops, rc,
                                                     sample::make_cuda_sampler(ops, max_batch, model_->vocab_size()));
     greedy_.temperature = 0.0f;

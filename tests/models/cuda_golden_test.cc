@@ -66,7 +66,6 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
     rc.max_num_tokens = 512;
     rc.max_num_seqs = 64;
     rc.max_model_len = int32_t(f_.model->config().max_position_embeddings);
-    rc.num_kv_groups = int32_t(f_.model->kv_specs(DType::kBF16).size());
     f_.runner = std::make_unique<runner::ModelRunner>(*f_.model, *f_.ops, rc);
   }
 

@@ -13,9 +13,11 @@ namespace drift::backend::cuda {
 
 namespace {
 
-constexpr int kAlignThreads = 1024;  // one CTA; thread e owns expert e's prefix sums (num_experts <= 1024)
-
-__global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(Mxfp4MoeParams p, MoeWorkspace w, int32_t tile_tokens) {
+// One CTA of kThreads >= num_experts threads; thread e owns expert e's prefix sums. Few experts take a
+// small CTA: a decode step's grouping is latency, not work.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) moe_align_kernel(Mxfp4MoeParams p, MoeWorkspace w, int32_t tile_tokens) {
+  constexpr int kAlignThreads = kThreads;
   using Scan = cub::BlockScan<int2, kAlignThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int32_t count[kAlignThreads], first[kAlignThreads];
@@ -50,12 +52,16 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(Mxfp4MoeParams
   }
 }
 
-// grid: num_tokens; block: 128 threads, 8 features each per pass.
-__global__ void moe_combine_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
+constexpr int kCombineThreads = 64;
+
+// grid: (num_tokens, ceil(hidden / 8 / kCombineThreads)); a thread sums 8 features (a decode step has one
+// token, so the features are spread over CTAs rather than looped over by one).
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.x;
-  for (int64_t c = threadIdx.x; c < p.hidden / 8; c += blockDim.x) {
+  const int64_t c = int64_t(blockIdx.y) * kCombineThreads + threadIdx.x;
+  if (c < p.hidden / 8) {
     float sum[8] = {};
     for (int j = 0; j < p.top_k; ++j) {
       const int32_t e = p.topk_ids[t * p.top_k + j];
@@ -73,11 +79,15 @@ __global__ void moe_combine_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
 }  // namespace
 
 void run_moe_align(const Mxfp4MoeParams& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream) {
-  launch(moe_align_kernel, 1, kAlignThreads, 0, stream, p, w, tile_tokens);
+  if (p.num_experts <= 128)
+    launch(moe_align_kernel<128>, 1, 128, 0, stream, p, w, tile_tokens);
+  else
+    launch(moe_align_kernel<1024>, 1, 1024, 0, stream, p, w, tile_tokens);
 }
 
 void run_moe_combine(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
-  launch(moe_combine_kernel, unsigned(p.num_tokens), 128, 0, stream, p, w);
+  const dim3 grid(unsigned(p.num_tokens), unsigned(ceil_div(p.hidden / 8, kCombineThreads)));
+  launch(moe_combine_kernel, grid, kCombineThreads, 0, stream, p, w);
 }
 
 }  // namespace drift::backend::cuda
