@@ -13,18 +13,21 @@
 // Gate/up m-tiles hold 8 gate rows (the mma's rows 0-7) and their 8 up rows (rows 8-15), so a lane's
 // accumulators hold a gate and its up for the same token and the activation needs no exchange.
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/kernels/mxfp4.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/moe_workspace.h"
+#include "backend/cuda/runtime/check.h"
 
 namespace drift::backend::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
+// Warps of a CTA: the k slices when k is split, else four row groups.
+constexpr int cta_warps(int split_k) { return split_k > 1 ? split_k : 4; }
 constexpr int kStep = 64;  // k values per step
 
 enum class Product { kGateUp, kDown };
@@ -45,9 +48,10 @@ struct LaneRows {
   const bf16* x[kNTiles];             // the token's input row, or null past the tile's end
 };
 
-template <int kMTiles, int kNTiles>
-__device__ __forceinline__ void load_step(const LaneRows<kMTiles, kNTiles>& r, int step, int q,
-                                          StepOperands<kMTiles, kNTiles>& o) {
+// The step's code bytes and scales of the lane's rows.
+template <int kMTiles, int kNTiles, int kXTiles>
+__device__ __forceinline__ void load_weights(const LaneRows<kMTiles, kNTiles>& r, int step, int q,
+                                             StepOperands<kMTiles, kXTiles>& o) {
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
@@ -55,6 +59,12 @@ __device__ __forceinline__ void load_step(const LaneRows<kMTiles, kNTiles>& r, i
       o.codes[m][h] = __ldcs(reinterpret_cast<const uint2*>(r.codes[m][h] + step * 32 + q * 8));
       o.scale[m][h] = r.scales[m][h][step * 2 + q / 2];
     }
+}
+
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void load_step(const LaneRows<kMTiles, kNTiles>& r, int step, int q,
+                                          StepOperands<kMTiles, kNTiles>& o) {
+  load_weights(r, step, q, o);
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) {
     const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -148,33 +158,20 @@ struct Tile {
   int32_t expert, start, count;
 };
 
-// grid: (m-tile groups, max tiles); block: kWarps warps = (4 / kSplitK) row groups x kSplitK slices of k.
-// Row group r of CTA x takes m-tiles (x * row_groups + r) * kMTiles .. + kMTiles.
-template <Product kProduct, int kMTiles, int kNTiles, int kSplitK, int kUnroll>
-__global__ void __launch_bounds__(kWarps * 32) moe_mxfp4_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
-  static_assert(kSplitK == 1 || kSplitK == kWarps, "split k over the whole CTA or not at all");
-  constexpr int kRowGroups = kWarps / kSplitK;
-  __shared__ float scratch[kSplitK > 1 ? kWarps * kMTiles * kNTiles * 4 * 32 : 1];
-  pdl_launch_dependents();
-  pdl_wait();
-  if (int32_t(blockIdx.y) >= *w.num_tiles) return;
-  const Tile tile{w.tile_expert[blockIdx.y], w.tile_start[blockIdx.y], w.tile_end[blockIdx.y] - w.tile_start[blockIdx.y]};
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  const int first_mtile = (int(blockIdx.x) * kRowGroups + warp / kSplitK) * kMTiles;
+// The weight rows of a warp's m-tiles: gate/up m-tiles pair feature j's gate row (h = 0) with its up row
+// (h = 1); down m-tiles are 16 consecutive rows. Past the last m-tile, the last one again (never written).
+template <Product kProduct, int kMTiles, int kNTiles>
+__device__ __forceinline__ void weight_rows(const Mxfp4MoeParams& p, int32_t expert, int first_mtile, int num_mtiles, int g,
+                                            LaneRows<kMTiles, kNTiles>& r, int (&row)[kMTiles][2]) {
   constexpr bool kGateUp = kProduct == Product::kGateUp;
-  const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
-  if (first_mtile >= num_mtiles) return;  // whole row groups only: kSplitK > 1 never leaves a CTA half done
-
   const int k = kGateUp ? p.hidden : p.ffn, rows = kGateUp ? 2 * p.ffn : p.hidden;
-  const uint8_t* codes = (kGateUp ? p.gate_up : p.down) + int64_t(tile.expert) * rows * (k / 2);
-  const uint8_t* scales = (kGateUp ? p.gate_up_scales : p.down_scales) + int64_t(tile.expert) * rows * (k / 32);
-  LaneRows<kMTiles, kNTiles> r;
-  int row[kMTiles][2];
+  const uint8_t* codes = (kGateUp ? p.gate_up : p.down) + int64_t(expert) * rows * (k / 2);
+  const uint8_t* scales = (kGateUp ? p.gate_up_scales : p.down_scales) + int64_t(expert) * rows * (k / 32);
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
     const int mt = min(first_mtile + m, num_mtiles - 1);
     if (kGateUp) {
-      const int j = mt * 8 + g;  // the feature: gate row and up row
+      const int j = mt * 8 + g;
       row[m][0] = p.interleaved ? 2 * j : j;
       row[m][1] = p.interleaved ? 2 * j + 1 : p.ffn + j;
     } else {
@@ -187,26 +184,26 @@ __global__ void __launch_bounds__(kWarps * 32) moe_mxfp4_kernel(Mxfp4MoeParams p
       r.scales[m][h] = scales + int64_t(row[m][h]) * (k / 32);
     }
   }
-#pragma unroll
-  for (int n = 0; n < kNTiles; ++n) {
-    const int place = n * 8 + g;
-    if (place >= tile.count) {
-      r.x[n] = nullptr;
-    } else if (kGateUp) {
-      r.x[n] = p.x + int64_t(w.sorted[tile.start + place] / p.top_k) * p.hidden;
-    } else {
-      r.x[n] = w.act + int64_t(tile.start + place) * p.ffn;
-    }
-  }
+}
 
-  float acc[kMTiles][kNTiles][4] = {};
-  const int steps = k / kStep, per_slice = (steps + kSplitK - 1) / kSplitK, slice = warp % kSplitK;
-  multiply_rows<kMTiles, kNTiles, kUnroll>(r, slice * per_slice, min(steps, (slice + 1) * per_slice), q, acc);
-  if (!reduce_split_k<kSplitK>(acc, scratch)) return;
+// The input row of the tile's pair at `place`: its token's x (gate/up) or its activation (down); null past
+// the tile's end.
+template <Product kProduct>
+__device__ __forceinline__ const bf16* input_row(const Mxfp4MoeParams& p, const MoeWorkspace& w, const Tile& tile, int place) {
+  if (place >= tile.count) return nullptr;
+  if (kProduct == Product::kGateUp) return p.x + int64_t(w.sorted[tile.start + place] / p.top_k) * p.hidden;
+  return w.act + int64_t(tile.start + place) * p.ffn;
+}
 
-  // Accumulator i of (m, n): row h = i / 2 (g or g + 8), token n * 8 + 2q + i % 2.
+// Accumulator i of (m, n): row h = i / 2 (g or g + 8), token n * 8 + 2q + i % 2. Gate/up: bias, activation,
+// into `act` by place; down: bias, into `expert_out` by pair.
+template <Product kProduct, int kMTiles, int kNTiles>
+__device__ __forceinline__ void write_outputs(const Mxfp4MoeParams& p, const MoeWorkspace& w, const Tile& tile,
+                                              const int (&row)[kMTiles][2], int first_mtile, int num_mtiles, int g, int q,
+                                              const float (&acc)[kMTiles][kNTiles][4]) {
+  constexpr bool kGateUp = kProduct == Product::kGateUp;
   const bf16* bias = kGateUp ? p.gate_up_bias : p.down_bias;
-  const int64_t bias_base = int64_t(tile.expert) * rows;
+  const int64_t bias_base = int64_t(tile.expert) * (kGateUp ? 2 * p.ffn : p.hidden);
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
     if (first_mtile + m >= num_mtiles) break;
@@ -231,9 +228,170 @@ __global__ void __launch_bounds__(kWarps * 32) moe_mxfp4_kernel(Mxfp4MoeParams p
   }
 }
 
+__device__ __forceinline__ Tile tile_of(const MoeWorkspace& w, int index) {
+  return {w.tile_expert[index], w.tile_start[index], w.tile_end[index] - w.tile_start[index]};
+}
+
+// grid: (m-tile groups, max tiles); block: four row groups, or kSplitK slices of k of one row group.
+// Row group r of CTA x takes m-tiles (x * row_groups + r) * kMTiles .. + kMTiles. Inputs come from the
+// caches (few tokens: decode).
+template <Product kProduct, int kMTiles, int kNTiles, int kSplitK, int kUnroll>
+__global__ void __launch_bounds__(cta_warps(kSplitK) * 32) moe_mxfp4_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
+  constexpr int kWarps = cta_warps(kSplitK);
+  constexpr int kRowGroups = kWarps / kSplitK;
+  __shared__ float scratch[kSplitK > 1 ? kWarps * kMTiles * kNTiles * 4 * 32 : 1];
+  pdl_launch_dependents();
+  pdl_wait();
+  if (int32_t(blockIdx.y) >= *w.num_tiles) return;
+  const Tile tile = tile_of(w, int(blockIdx.y));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int first_mtile = (int(blockIdx.x) * kRowGroups + warp / kSplitK) * kMTiles;
+  constexpr bool kGateUp = kProduct == Product::kGateUp;
+  const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
+  if (first_mtile >= num_mtiles) return;  // whole row groups only: kSplitK > 1 never leaves a CTA half done
+
+  LaneRows<kMTiles, kNTiles> r;
+  int row[kMTiles][2];
+  weight_rows<kProduct>(p, tile.expert, first_mtile, num_mtiles, g, r, row);
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) r.x[n] = input_row<kProduct>(p, w, tile, n * 8 + g);
+
+  float acc[kMTiles][kNTiles][4] = {};
+  const int steps = (kGateUp ? p.hidden : p.ffn) / kStep;
+  const int per_slice = (steps + kSplitK - 1) / kSplitK, slice = warp % kSplitK;
+  multiply_rows<kMTiles, kNTiles, kUnroll>(r, slice * per_slice, min(steps, (slice + 1) * per_slice), q, acc);
+  if (!reduce_split_k<kSplitK>(acc, scratch)) return;
+  write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
+}
+
+// Many tokens per expert (prefill): 64-token tiles. Per step the CTA's 128 weight rows (32 code bytes
+// each) and the tile's inputs go through shared memory by cp.async, kStages steps deep, so that memory
+// latency hides behind the steps in between; the rows' scales are read once. Each warp holds two
+// m-tiles. Input rows are padded to 72 values (144 bytes) so that the eight lanes of each 16-byte shared
+// load fall on distinct banks.
+constexpr int kStages = 4;
+constexpr int kStagedTokens = 64;
+constexpr int kStagedRows = 128;  // 4 warps x 2 m-tiles x 16
+constexpr int kStagedRow = kStep + 8;
+constexpr int kStageInputBytes = kStagedTokens * kStagedRow * 2, kStageCodeBytes = kStagedRows * 32;
+
+size_t staged_smem_bytes(int k) { return size_t(kStages) * (kStageInputBytes + kStageCodeBytes) + kStagedRows * (k / 32); }
+
+// The weight row that CTA row `rho` (warp * 32 + m * 16 + h * 8 + g) of CTA x stands for.
+template <Product kProduct>
+__device__ __forceinline__ int staged_row(const Mxfp4MoeParams& p, int cta, int rho) {
+  const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
+  const int mt = min((cta * 4 + rho / 32) * 2 + (rho / 16) % 2, num_mtiles - 1), h = (rho / 8) % 2, g = rho % 8;
+  if (kProduct == Product::kDown) return mt * 16 + g + 8 * h;
+  const int j = mt * 8 + g;
+  return p.interleaved ? 2 * j + h : j + h * p.ffn;
+}
+
+// Thread t stages, for one step: its weight row's 32 code bytes, and half of input row t / 2 (64 bytes).
+__device__ __forceinline__ void stage_step(const uint8_t* code_row, const bf16* input, const void* any, int step,
+                                           uint8_t* stage) {
+  const int t = threadIdx.x;
+  uint8_t* codes = stage + kStageInputBytes + t * 32;
+  cp_async16(codes, code_row + step * 32, true);
+  cp_async16(codes + 16, code_row + step * 32 + 16, true);
+  bf16* row = reinterpret_cast<bf16*>(stage) + (t / 2) * kStagedRow;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int chunk = (t % 2) * 4 + c;
+    cp_async16(row + chunk * 8, input != nullptr ? input + step * kStep + chunk * 8 : any, input != nullptr);
+  }
+}
+
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void multiply_staged_step(const uint8_t* stage, const uint8_t* scales, int scales_per_row,
+                                                     int step, int warp, int g, int q, float (&acc)[kMTiles][kNTiles][4]) {
+  uint32_t a[4][kMTiles][4];  // per chunk and m-tile, the A fragment (decoded once, used for every n-tile)
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+    const int rho = warp * 32 + m * 16 + g;
+    const uint2 c0 = *reinterpret_cast<const uint2*>(stage + kStageInputBytes + rho * 32 + q * 8);
+    const uint2 c1 = *reinterpret_cast<const uint2*>(stage + kStageInputBytes + (rho + 8) * 32 + q * 8);
+    const uint32_t f0 = e8m0_factor(scales[rho * scales_per_row + step * 2 + q / 2]);
+    const uint32_t f1 = e8m0_factor(scales[(rho + 8) * scales_per_row + step * 2 + q / 2]);
+    a[0][m][0] = bf16x2_mul(e2m1_pair<0>(c0.x), f0), a[0][m][1] = bf16x2_mul(e2m1_pair<0>(c1.x), f1);
+    a[0][m][2] = bf16x2_mul(e2m1_pair<0>(c0.y), f0), a[0][m][3] = bf16x2_mul(e2m1_pair<0>(c1.y), f1);
+    a[1][m][0] = bf16x2_mul(e2m1_pair<1>(c0.x), f0), a[1][m][1] = bf16x2_mul(e2m1_pair<1>(c1.x), f1);
+    a[1][m][2] = bf16x2_mul(e2m1_pair<1>(c0.y), f0), a[1][m][3] = bf16x2_mul(e2m1_pair<1>(c1.y), f1);
+    a[2][m][0] = bf16x2_mul(e2m1_pair<2>(c0.x), f0), a[2][m][1] = bf16x2_mul(e2m1_pair<2>(c1.x), f1);
+    a[2][m][2] = bf16x2_mul(e2m1_pair<2>(c0.y), f0), a[2][m][3] = bf16x2_mul(e2m1_pair<2>(c1.y), f1);
+    a[3][m][0] = bf16x2_mul(e2m1_pair<3>(c0.x), f0), a[3][m][1] = bf16x2_mul(e2m1_pair<3>(c1.x), f1);
+    a[3][m][2] = bf16x2_mul(e2m1_pair<3>(c0.y), f0), a[3][m][3] = bf16x2_mul(e2m1_pair<3>(c1.y), f1);
+  }
+  const bf16* inputs = reinterpret_cast<const bf16*>(stage);
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+    const bf16* x = inputs + (n * 8 + g) * kStagedRow + q * 16;
+    uint4 raw[2] = {load16(x), load16(x + 8)};
+    const uint32_t* xw = reinterpret_cast<const uint32_t*>(raw);
+    const uint32_t b[4][2] = {{pair_halves<false>(xw[0], xw[2]), pair_halves<false>(xw[4], xw[6])},
+                              {pair_halves<true>(xw[0], xw[2]), pair_halves<true>(xw[4], xw[6])},
+                              {pair_halves<false>(xw[1], xw[3]), pair_halves<false>(xw[5], xw[7])},
+                              {pair_halves<true>(xw[1], xw[3]), pair_halves<true>(xw[5], xw[7])}};
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) mma_bf16_16816(acc[m][n], a[c][m], b[c][0], b[c][1]);
+  }
+}
+
+// The rows' scales into shared memory (k / 32 bytes a row, read two at a time: rows start even).
+__device__ __forceinline__ void load_scales(const uint8_t* scale_row, int per_row, uint8_t* scales) {
+  const uint16_t* from = reinterpret_cast<const uint16_t*>(scale_row);
+  uint16_t* to = reinterpret_cast<uint16_t*>(scales + threadIdx.x * per_row);
+  for (int i = 0; i < per_row / 2; ++i) to[i] = from[i];
+}
+
+// grid: (ceil(m-tiles / 8), max tiles); block: 128 threads; dynamic shared memory: staged_smem_bytes(k).
+template <Product kProduct>
+__global__ void __launch_bounds__(128) moe_mxfp4_staged_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
+  constexpr int kMTiles = 2, kNTiles = kStagedTokens / 8;
+  constexpr bool kGateUp = kProduct == Product::kGateUp;
+  extern __shared__ __align__(16) uint8_t smem[];
+  pdl_launch_dependents();
+  pdl_wait();
+  if (int32_t(blockIdx.y) >= *w.num_tiles) return;
+  const Tile tile = tile_of(w, int(blockIdx.y));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
+  if (int(blockIdx.x) * 4 * kMTiles >= num_mtiles) return;  // the whole CTA, before any barrier
+
+  const int k = kGateUp ? p.hidden : p.ffn, rows = kGateUp ? 2 * p.ffn : p.hidden, steps = k / kStep;
+  const int64_t my_row = staged_row<kProduct>(p, int(blockIdx.x), int(threadIdx.x));
+  const int64_t expert_row = int64_t(tile.expert) * rows + my_row;
+  const uint8_t* code_row = (kGateUp ? p.gate_up : p.down) + expert_row * (k / 2);
+  const bf16* input = input_row<kProduct>(p, w, tile, int(threadIdx.x) / 2);
+  uint8_t* scales = smem + kStages * (kStageInputBytes + kStageCodeBytes);
+  load_scales((kGateUp ? p.gate_up_scales : p.down_scales) + expert_row * (k / 32), k / 32, scales);
+  auto stage = [&](int s) { return smem + (s % kStages) * (kStageInputBytes + kStageCodeBytes); };
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) stage_step(code_row, input, p.x, s, stage(s));
+    cp_async_commit();
+  }
+  float acc[kMTiles][kNTiles][4] = {};
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // step s is in, and every warp is done with the stage refilled below
+    if (s + kStages - 1 < steps) stage_step(code_row, input, p.x, s + kStages - 1, stage(s + kStages - 1));
+    cp_async_commit();
+    multiply_staged_step<kMTiles, kNTiles>(stage(s), scales, k / 32, s, warp, g, q, acc);
+  }
+  const int first_mtile = (int(blockIdx.x) * 4 + warp) * kMTiles;
+  if (first_mtile >= num_mtiles) return;
+  LaneRows<kMTiles, 1> unused;
+  int row[kMTiles][2];
+  weight_rows<kProduct>(p, tile.expert, first_mtile, num_mtiles, g, unused, row);
+  write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
+}
+
 // One kernel configuration: how many m-tiles and n-tiles a warp holds and how many warps split k.
 template <int kMTiles, int kNTiles, int kSplitK, int kUnroll>
 void run_products(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
+  constexpr int kWarps = cta_warps(kSplitK);
   constexpr int kTileTokens = kNTiles * 8, kMTilesPerCta = kWarps / kSplitK * kMTiles;
   const int64_t pairs = p.num_tokens * p.top_k;
   const unsigned tiles = unsigned(max_moe_tiles(pairs, p.num_experts, kTileTokens));
@@ -243,6 +401,28 @@ void run_products(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t s
          p, w);
   const dim3 down_grid(unsigned(ceil_div(p.hidden / 16, kMTilesPerCta)), tiles);
   launch(moe_mxfp4_kernel<Product::kDown, kMTiles, kNTiles, kSplitK, kUnroll>, down_grid, kWarps * 32, 0, stream, p, w);
+  run_moe_combine(p, w, stream);
+}
+
+template <Product kProduct>
+void launch_staged(const Mxfp4MoeParams& p, const MoeWorkspace& w, unsigned tiles, cudaStream_t stream) {
+  const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
+  const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
+  const size_t smem = staged_smem_bytes(k);
+  static std::atomic<size_t> allowed{0};  // the kernel's dynamic shared memory opt-in, raised as needed
+  if (smem > allowed.load()) {
+    DRIFT_CUDA_CHECK(cudaFuncSetAttribute(moe_mxfp4_staged_kernel<kProduct>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(smem)));
+    allowed.store(smem);
+  }
+  launch(moe_mxfp4_staged_kernel<kProduct>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream, p, w);
+}
+
+void run_staged_products(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
+  const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kStagedTokens));
+  run_moe_align(p, w, kStagedTokens, stream);
+  launch_staged<Product::kGateUp>(p, w, tiles, stream);
+  launch_staged<Product::kDown>(p, w, tiles, stream);
   run_moe_combine(p, w, stream);
 }
 
@@ -256,19 +436,19 @@ bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts) {
   return hidden % kStep == 0 && ffn % kStep == 0 && num_experts <= 1024;
 }
 
-// Few pairs per expert (decode): one n-tile, k split over the CTA's warps for enough loads in flight.
-// Many (prefill): warps of two m-tiles and eight n-tiles, each weight fragment used for 64 tokens.
+// Few pairs per expert (decode): one or two n-tiles, k split over the CTA's warps for enough loads in
+// flight, inputs from the caches. Many (prefill): 64-token tiles staged through shared memory.
 void run(const Mxfp4MoeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const int64_t pairs = p.num_tokens * p.top_k;
   const MoeWorkspace w = MoeWorkspace::carve(p.workspace, pairs, p.num_experts, p.hidden, p.ffn);
   const int64_t per_expert = ceil_div(pairs, std::min<int64_t>(pairs, p.num_experts));
   if (per_expert <= 8)
-    run_products<1, 1, 4, 4>(p, w, stream);
+    run_products<1, 1, 4, 6>(p, w, stream);
   else if (per_expert <= 16)
     run_products<1, 2, 4, 4>(p, w, stream);
   else
-    run_products<2, 8, 1, 1>(p, w, stream);
+    run_staged_products(p, w, stream);
 }
 
 }  // namespace drift::backend::cuda
