@@ -158,32 +158,40 @@ struct Tile {
   int32_t expert, start, count;
 };
 
-// The weight rows of a warp's m-tiles: gate/up m-tiles pair feature j's gate row (h = 0) with its up row
-// (h = 1); down m-tiles are 16 consecutive rows. Past the last m-tile, the last one again (never written).
+// Row h (0: mma rows 0-7, 1: rows 8-15) of m-tile `mtile`, lane group g: gate/up m-tiles pair feature j's
+// gate row (h = 0) with its up row (h = 1); down m-tiles are 16 consecutive rows.
+template <Product kProduct>
+__device__ __forceinline__ int weight_row(const Mxfp4MoeParams& p, int mtile, int h, int g) {
+  if (kProduct == Product::kDown) return mtile * 16 + g + 8 * h;
+  const int j = mtile * 8 + g;
+  return p.interleaved ? 2 * j + h : j + h * p.ffn;
+}
+
+// The rows of a warp's m-tiles (past the last m-tile, the last one again: read, never written).
+template <Product kProduct, int kMTiles>
+__device__ __forceinline__ void warp_rows(const Mxfp4MoeParams& p, int first_mtile, int num_mtiles, int g,
+                                          int (&row)[kMTiles][2]) {
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) row[m][h] = weight_row<kProduct>(p, min(first_mtile + m, num_mtiles - 1), h, g);
+}
+
+// The lane's code and scale rows of expert `expert`.
 template <Product kProduct, int kMTiles, int kNTiles>
-__device__ __forceinline__ void weight_rows(const Mxfp4MoeParams& p, int32_t expert, int first_mtile, int num_mtiles, int g,
-                                            LaneRows<kMTiles, kNTiles>& r, int (&row)[kMTiles][2]) {
+__device__ __forceinline__ void weight_rows(const Mxfp4MoeParams& p, int32_t expert, const int (&row)[kMTiles][2],
+                                            LaneRows<kMTiles, kNTiles>& r) {
   constexpr bool kGateUp = kProduct == Product::kGateUp;
   const int k = kGateUp ? p.hidden : p.ffn, rows = kGateUp ? 2 * p.ffn : p.hidden;
   const uint8_t* codes = (kGateUp ? p.gate_up : p.down) + int64_t(expert) * rows * (k / 2);
   const uint8_t* scales = (kGateUp ? p.gate_up_scales : p.down_scales) + int64_t(expert) * rows * (k / 32);
 #pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
-    const int mt = min(first_mtile + m, num_mtiles - 1);
-    if (kGateUp) {
-      const int j = mt * 8 + g;
-      row[m][0] = p.interleaved ? 2 * j : j;
-      row[m][1] = p.interleaved ? 2 * j + 1 : p.ffn + j;
-    } else {
-      row[m][0] = mt * 16 + g;
-      row[m][1] = mt * 16 + g + 8;
-    }
+  for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       r.codes[m][h] = codes + int64_t(row[m][h]) * (k / 2);
       r.scales[m][h] = scales + int64_t(row[m][h]) * (k / 32);
     }
-  }
 }
 
 // The input row of the tile's pair at `place`: its token's x (gate/up) or its activation (down); null past
@@ -250,9 +258,10 @@ __global__ void __launch_bounds__(cta_warps(kSplitK) * 32) moe_mxfp4_kernel(Mxfp
   const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
   if (first_mtile >= num_mtiles) return;  // whole row groups only: kSplitK > 1 never leaves a CTA half done
 
-  LaneRows<kMTiles, kNTiles> r;
   int row[kMTiles][2];
-  weight_rows<kProduct>(p, tile.expert, first_mtile, num_mtiles, g, r, row);
+  warp_rows<kProduct>(p, first_mtile, num_mtiles, g, row);
+  LaneRows<kMTiles, kNTiles> r;
+  weight_rows<kProduct>(p, tile.expert, row, r);
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) r.x[n] = input_row<kProduct>(p, w, tile, n * 8 + g);
 
@@ -281,10 +290,8 @@ size_t staged_smem_bytes(int k) { return size_t(kStages) * (kStageInputBytes + k
 template <Product kProduct>
 __device__ __forceinline__ int staged_row(const Mxfp4MoeParams& p, int cta, int rho) {
   const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
-  const int mt = min((cta * 4 + rho / 32) * 2 + (rho / 16) % 2, num_mtiles - 1), h = (rho / 8) % 2, g = rho % 8;
-  if (kProduct == Product::kDown) return mt * 16 + g + 8 * h;
-  const int j = mt * 8 + g;
-  return p.interleaved ? 2 * j + h : j + h * p.ffn;
+  const int mt = min((cta * 4 + rho / 32) * 2 + (rho / 16) % 2, num_mtiles - 1);
+  return weight_row<kProduct>(p, mt, (rho / 8) % 2, rho % 8);
 }
 
 // Thread t stages, for one step: its weight row's 32 code bytes, and half of input row t / 2 (64 bytes).
@@ -382,9 +389,8 @@ __global__ void __launch_bounds__(128) moe_mxfp4_staged_kernel(Mxfp4MoeParams p,
   }
   const int first_mtile = (int(blockIdx.x) * 4 + warp) * kMTiles;
   if (first_mtile >= num_mtiles) return;
-  LaneRows<kMTiles, 1> unused;
   int row[kMTiles][2];
-  weight_rows<kProduct>(p, tile.expert, first_mtile, num_mtiles, g, unused, row);
+  warp_rows<kProduct>(p, first_mtile, num_mtiles, g, row);
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
@@ -436,16 +442,17 @@ bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts) {
   return hidden % kStep == 0 && ffn % kStep == 0 && num_experts <= 1024;
 }
 
-// Few pairs per expert (decode): one or two n-tiles, k split over the CTA's warps for enough loads in
-// flight, inputs from the caches. Many (prefill): 64-token tiles staged through shared memory.
+// Few pairs per expert (decode): tiles of 8 tokens (up to 4 per expert on average) or 16 (up to 12), k split
+// over the CTA's warps for enough loads in flight, inputs from the caches. Many (prefill): 64-token tiles
+// staged through shared memory.
 void run(const Mxfp4MoeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const int64_t pairs = p.num_tokens * p.top_k;
   const MoeWorkspace w = MoeWorkspace::carve(p.workspace, pairs, p.num_experts, p.hidden, p.ffn);
   const int64_t per_expert = ceil_div(pairs, std::min<int64_t>(pairs, p.num_experts));
-  if (per_expert <= 8)
+  if (per_expert <= 4)
     run_products<1, 1, 4, 6>(p, w, stream);
-  else if (per_expert <= 16)
+  else if (per_expert <= 12)
     run_products<1, 2, 4, 4>(p, w, stream);
   else
     run_staged_products(p, w, stream);
