@@ -21,10 +21,14 @@ std::string trim_blank(const std::string& s) {
   return s.substr(begin, s.find_last_not_of(" \t\r\n") + 1 - begin);
 }
 
-ChatSession ChatSession::open(const std::string& model_dir, const tokenizer::Tokenizer& tokenizer) {
+ChatSession ChatSession::open(const std::string& model_dir, const tokenizer::Tokenizer& tokenizer, ChatFormat format) {
+  // A family that writes harmony (GPT-OSS) talks harmony whenever its tokenizer can, as `drift serve` does:
+  // the built-in renderer, not the folder's template, so replies parse the same way in both.
+  const bool harmony_tokens = tokenizer::harmony::is_harmony_tokenizer(tokenizer);
+  if (format == ChatFormat::kHarmony && harmony_tokens) return ChatSession(PromptStyle::kHarmony, std::nullopt, tokenizer);
   auto chat_template = server::ChatTemplate::load(model_dir);
   if (chat_template.ok()) return ChatSession(PromptStyle::kTemplate, std::move(*chat_template), tokenizer);
-  const PromptStyle style = tokenizer::harmony::is_harmony_tokenizer(tokenizer) ? PromptStyle::kHarmony : PromptStyle::kPlain;
+  const PromptStyle style = harmony_tokens ? PromptStyle::kHarmony : PromptStyle::kPlain;
   ChatSession session(style, std::nullopt, tokenizer);
   // A folder without a template is normal for a base model; one whose template is broken is worth a word.
   if (chat_template.status().code() != StatusCode::kNotFound)

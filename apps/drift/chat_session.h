@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "drift/chat_format.h"
 #include "drift/status.h"
 #include "server/chat_output_parser.h"
 #include "server/chat_template.h"
@@ -38,9 +39,11 @@ struct ChatMessage {
 
 class ChatSession {
  public:
-  // The style follows the folder: its chat template, else harmony when the tokenizer has harmony's
-  // tokens, else plain. A template that fails to load is reported by template_problem(), not used.
-  static ChatSession open(const std::string& model_dir, const tokenizer::Tokenizer& tokenizer);
+  // Harmony when the model's family writes it (`format`) and the tokenizer has harmony's tokens; else the
+  // folder's chat template, else harmony when the tokenizer has its tokens, else plain. A template that
+  // fails to load is reported by template_problem(), not used.
+  static ChatSession open(const std::string& model_dir, const tokenizer::Tokenizer& tokenizer,
+                          ChatFormat format = ChatFormat::kTemplate);
 
   PromptStyle style() const { return style_; }
   const std::string& template_problem() const { return template_problem_; }

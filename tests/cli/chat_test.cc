@@ -143,6 +143,18 @@ TEST(Chat, ReasoningIsShownButNotKept) {
                         "<|im_start|>assistant\n<think>\n");
 }
 
+TEST(Chat, HarmonyEvenWithATemplate) {
+  // A GPT-OSS folder whose chat template says something else: the family's harmony wins, as in drift serve.
+  const std::string dir = copy_model_with_template(harmony_model_dir(), "TEMPLATE {{ messages[-1]['content'] }}");
+  const CommandRun r = chat("-m " + dir + " --temperature 0 --max-tokens 2 --show-prompt", "hello\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("in the harmony format"), std::string::npos) << r.out;
+  const std::vector<std::string> prompts = shown_prompts(r.out);
+  ASSERT_EQ(prompts.size(), 1u) << r.out;
+  EXPECT_EQ(prompts[0].find("TEMPLATE"), std::string::npos) << prompts[0];
+  EXPECT_NE(prompts[0].find("<|start|>user<|message|>hello<|end|><|start|>assistant"), std::string::npos) << prompts[0];
+}
+
 TEST(Chat, HarmonyWithoutATemplate) {
   const CommandRun r = chat("-m " + harmony_model_dir() + " --temperature 0 --max-tokens 4 --show-prompt --system 'Be kind.'",
                             "first\nsecond\n");
