@@ -142,6 +142,17 @@ py::dict PyEngine::metrics() const {
   d["num_requests_waiting"] = m.num_requests_waiting;
   d["kv_blocks_total"] = m.kv_blocks_total;
   d["kv_blocks_used"] = m.kv_blocks_used;
+  py::list groups;  // one pool per KV layer group (GPT-OSS: a window-sized "sliding" pool and a "full" one)
+  for (const KvGroupMetrics& g : m.kv_groups) {
+    py::dict group;
+    group["name"] = g.name;
+    group["sliding_window"] = g.sliding_window;
+    group["bytes_per_block"] = g.bytes_per_block;
+    group["blocks_total"] = g.blocks_total;
+    group["blocks_used"] = g.blocks_used;
+    groups.append(group);
+  }
+  d["kv_groups"] = groups;
   d["prefix_cache_queries"] = m.prefix_cache_queries;
   d["prefix_cache_hits"] = m.prefix_cache_hits;
   d["prompt_tokens_total"] = m.prompt_tokens_total;

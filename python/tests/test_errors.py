@@ -73,6 +73,19 @@ class EngineErrorsTest(unittest.TestCase):
                 llm.generate("word " * 100)
             self.assertEqual(caught.exception.code, "invalid_argument")
 
+    def test_metrics_give_each_kv_pool(self):
+        # GPT-OSS alternates 8-token sliding windows with full attention: the sliding pool is sized for the window.
+        gpt_oss = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "gpt_oss")
+        with drift.LLM(gpt_oss, max_model_len=256, max_num_seqs=4, max_num_batched_tokens=32) as llm:
+            llm.generate("a prompt longer than the window " * 3, greedy(4))
+            m = llm.metrics()
+            groups = {g["name"]: g for g in m["kv_groups"]}
+            self.assertEqual(sorted(groups), ["full", "sliding"])
+            self.assertEqual(groups["sliding"]["sliding_window"], 8)
+            self.assertEqual(groups["full"]["sliding_window"], 0)
+            self.assertLess(groups["sliding"]["blocks_total"], groups["full"]["blocks_total"])
+            self.assertEqual(sum(g["blocks_total"] for g in m["kv_groups"]), m["kv_blocks_total"])
+
     def test_batch_errors_name_the_prompt(self):
         with drift.LLM(DEFAULT_MODEL) as llm:
             with self.assertRaisesRegex(drift.DriftError, r"^prompts\[1\]: the prompt is empty"):
