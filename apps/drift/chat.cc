@@ -124,7 +124,7 @@ void run_chat(ChatOptions& o) {
   auto engine = Engine::create(o.engine);
   progress.finish();
   if (!engine.ok()) return fail(engine.status().to_string());
-  ChatSession session = ChatSession::open(o.engine.model_dir, (*engine)->tokenizer(), (*engine)->chat_format());
+  ChatSession session = ChatSession::open(o.engine.tokenizer_folder(), (*engine)->tokenizer(), (*engine)->chat_format());
   session.set_system(o.system);
   print_banner(**engine, session);
   install_interrupt_handler();

@@ -33,6 +33,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   c.model_dir = default_model_dir();
   cmd.add_option("-m,--model", c.model_dir, "Hugging Face model folder (config.json, safetensors, tokenizer.json)")
       ->capture_default_str();
+  cmd.add_option("--tokenizer", c.tokenizer_dir,
+                 "Folder of tokenizer.json and tokenizer_config.json when not the model's (e.g. a config.json alone)");
   cmd.add_flag("--random-weights", c.random_weights, "Draw the weights from a seed: config.json alone (benchmarks)");
   cmd.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd.add_option("--block-size", c.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();

@@ -31,6 +31,9 @@ enum class SchedulingPolicy { kFcfs, kSmallFirst };
 
 struct EngineConfig {
   std::string model_dir;
+  // Where tokenizer.json and tokenizer_config.json (the chat template) are read; "": model_dir. Lets a
+  // folder of config.json alone (random weights) borrow a tokenizer, as vLLM's --tokenizer does.
+  std::string tokenizer_dir;
   bool random_weights = false;     // benchmarks: weights drawn from a seed, config.json alone
   // More safetensors files whose tensors join the model folder's (retrofit weights, draft heads).
   std::vector<std::string> extra_weight_files;
@@ -61,6 +64,8 @@ struct EngineConfig {
   SpeculativeConfig speculative;
   // Called while the weights load: bytes read so far and in all (the CLI draws a progress line).
   std::function<void(size_t loaded, size_t total)> load_progress;
+
+  const std::string& tokenizer_folder() const { return tokenizer_dir.empty() ? model_dir : tokenizer_dir; }
 };
 
 // Fixed-bucket histogram: counts[i] observations <= bounds[i] (not cumulative), the last bucket is +Inf.

@@ -116,6 +116,7 @@ void set_speculative(EngineConfig& c, py::handle v, const std::string& name) {
 // model_dir is LLM's first argument and load_progress a C++ callback: neither is a keyword.
 const Fields<EngineConfig>& engine_fields() {
   static const Fields<EngineConfig> fields = {
+      field("tokenizer", &EngineConfig::tokenizer_dir),
       field("random_weights", &EngineConfig::random_weights),
       field("extra_weight_files", &EngineConfig::extra_weight_files),
       field("block_size", &EngineConfig::block_size),

@@ -58,7 +58,8 @@ Status chat_template_error(const Status& status, const std::string& model_dir) {
 }  // namespace
 
 PyEngine::PyEngine(const std::string& model, const std::string& device, const py::kwargs& kwargs)
-    : engine_(create_engine(model, device, kwargs)), chat_template_(server::ChatTemplate::load(model)) {}
+    : engine_(create_engine(model, device, kwargs)),
+      chat_template_(server::ChatTemplate::load(engine_->config().tokenizer_folder())) {}
 
 PyEngine::~PyEngine() = default;
 

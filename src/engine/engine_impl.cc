@@ -100,7 +100,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
   if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
 
-  const std::string tokenizer_path = config.model_dir + "/tokenizer.json";
+  const std::string tokenizer_path = config.tokenizer_folder() + "/tokenizer.json";
   DRIFT_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_file(tokenizer_path));
   tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   eos_token_ids_ = model_->config().eos_token_ids;

@@ -101,7 +101,7 @@ std::string ServerState::next_id(const char* prefix) {
 
 Expected<std::unique_ptr<OpenAiServer>> OpenAiServer::create(Engine& engine, ServerOptions options) {
   if (options.num_threads < 1) return invalid_argument(fmt::format("num_threads must be at least 1, got {}", options.num_threads));
-  auto chat_template = ChatTemplate::load(engine.config().model_dir);
+  auto chat_template = ChatTemplate::load(engine.config().tokenizer_folder());
   if (!chat_template.ok() && chat_template.status().code() != StatusCode::kNotFound)
     spdlog::warn("drift serve: the chat template is unusable, /v1/chat/completions will refuse requests: {}",
                  chat_template.status().message());

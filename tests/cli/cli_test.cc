@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -77,6 +79,21 @@ TEST(Cli, NgramSpeculationKeepsTheGreedyOutput) {
   EXPECT_FALSE(ids(plain.out).empty());
   EXPECT_EQ(ids(spec.out), ids(plain.out));
   EXPECT_NE(spec.out.find("drafts accepted"), std::string::npos) << spec.out;
+}
+
+TEST(Cli, AConfigAloneBorrowsATokenizer) {
+  // Benchmarks of a real shape start from config.json alone: random weights, the tokenizer from elsewhere.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("drift_config_only_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(fixture("gpt_oss") + "/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string args = "generate -m " + dir.string() + " --random-weights -p hello -n 3 --ignore-eos";
+  const CommandRun alone = drift(args);
+  expect_clean_failure(alone);
+  EXPECT_NE(alone.out.find("tokenizer.json"), std::string::npos) << alone.out;
+  const CommandRun borrowed = drift(args + " --tokenizer " + fixture("gpt_oss"));
+  EXPECT_EQ(borrowed.exit_code, 0) << borrowed.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PublicApi, InspectReportsTheKvGroupsOfTheLayerPlan) {
