@@ -82,6 +82,11 @@ struct WriteKvParams {
 //   with n_group > 1, only the topk_group groups whose best `group_score_top` choices sum highest compete;
 //   the top_k experts by choice win; weights = their scores, renormalised to sum 1 if asked, times
 //   routed_scaling_factor. GPT-OSS's "softmax over the top-k logits" is softmax scoring + renormalise.
+struct MoeRouteParams;
+// Aborts (a programmer error, as any op's bad shape) unless the rule can pick topk_ids.size(1) experts
+// from logits.size(1): groups divide the experts, the kept groups hold top_k of them.
+void check_moe_route(const MoeRouteParams& p);
+
 struct MoeRouteParams {
   enum class Scoring : uint8_t { kSoftmax, kSigmoid };
   Tensor logits;           // [T, E] fp32

@@ -39,15 +39,9 @@ void CudaOps::moe_route(const MoeRouteParams& p) {
   check_dtype(p.topk_ids, DType::kI32, "moe_route topk_ids");
   check_dtype(p.topk_weights, DType::kF32, "moe_route topk_weights");
   const int64_t num_tokens = p.logits.size(0), num_experts = p.logits.size(1), top_k = p.topk_ids.size(1);
-  DRIFT_CHECK(p.n_group >= 1 && num_experts % p.n_group == 0, "n_group {} must divide the {} experts", p.n_group,
-              num_experts);
-  DRIFT_CHECK(p.topk_group >= 1 && p.topk_group <= p.n_group, "topk_group {} outside [1, {}]", p.topk_group, p.n_group);
-  DRIFT_CHECK(top_k <= p.topk_group * (num_experts / p.n_group), "top_k {} exceeds the {} experts of the kept groups",
-              top_k, p.topk_group * (num_experts / p.n_group));
+  check_moe_route(p);
   DRIFT_CHECK(cuda::route_supports(num_experts, top_k, p.n_group), "cuda moe_route: {} experts, top-{}, {} groups",
               num_experts, top_k, p.n_group);
-  DRIFT_CHECK_EQ(p.topk_ids.size(0), num_tokens);
-  DRIFT_CHECK_EQ(p.topk_weights.numel(), num_tokens * top_k);
   if (p.correction_bias.defined()) check_dtype(p.correction_bias, DType::kF32, "moe_route correction_bias");
   cuda::run(cuda::RouteParams{.logits = p.logits.data_as<float>(),
                               .correction_bias = p.correction_bias.defined() ? p.correction_bias.data_as<float>() : nullptr,

@@ -17,17 +17,16 @@ namespace {
 // small CTA: a decode step's grouping is latency, not work.
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) moe_align_kernel(Mxfp4MoeParams p, MoeWorkspace w, int32_t tile_tokens) {
-  constexpr int kAlignThreads = kThreads;
-  using Scan = cub::BlockScan<int2, kAlignThreads>;
+  using Scan = cub::BlockScan<int2, kThreads>;
   __shared__ typename Scan::TempStorage scan;
-  __shared__ int32_t count[kAlignThreads], first[kAlignThreads];
+  __shared__ int32_t count[kThreads], first[kThreads];
   pdl_launch_dependents();
   pdl_wait();
   const int tid = threadIdx.x;
   const int64_t pairs = p.num_tokens * p.top_k;
   count[tid] = 0;
   __syncthreads();
-  for (int64_t i = tid; i < pairs; i += kAlignThreads) {
+  for (int64_t i = tid; i < pairs; i += kThreads) {
     const int32_t e = p.topk_ids[i];
     w.rank[i] = e >= 0 && e < p.num_experts ? atomicAdd(&count[e], 1) : -1;
   }
@@ -46,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(Mxfp4MoeParams p, M
   }
   if (tid == 0) *w.num_tiles = total.y;
   __syncthreads();
-  for (int64_t i = tid; i < pairs; i += kAlignThreads) {
+  for (int64_t i = tid; i < pairs; i += kThreads) {
     const int32_t e = p.topk_ids[i];
     if (e >= 0 && e < p.num_experts) w.sorted[first[e] + w.rank[i]] = int32_t(i);
   }

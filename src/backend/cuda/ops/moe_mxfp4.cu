@@ -26,9 +26,8 @@ namespace drift::backend::cuda {
 
 namespace {
 
-// Warps of a CTA: the k slices when k is split, else four row groups.
-constexpr int cta_warps(int split_k) { return split_k > 1 ? split_k : 4; }
 constexpr int kStep = 64;  // k values per step
+constexpr int kSplitK = 4;  // decode: the warps of a CTA, each over a quarter of k of the same rows
 
 enum class Product { kGateUp, kDown };
 
@@ -48,10 +47,9 @@ struct LaneRows {
   const bf16* x[kNTiles];             // the token's input row, or null past the tile's end
 };
 
-// The step's code bytes and scales of the lane's rows.
-template <int kMTiles, int kNTiles, int kXTiles>
-__device__ __forceinline__ void load_weights(const LaneRows<kMTiles, kNTiles>& r, int step, int q,
-                                             StepOperands<kMTiles, kXTiles>& o) {
+template <int kMTiles, int kNTiles>
+__device__ __forceinline__ void load_step(const LaneRows<kMTiles, kNTiles>& r, int step, int q,
+                                          StepOperands<kMTiles, kNTiles>& o) {
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
@@ -59,12 +57,6 @@ __device__ __forceinline__ void load_weights(const LaneRows<kMTiles, kNTiles>& r
       o.codes[m][h] = __ldcs(reinterpret_cast<const uint2*>(r.codes[m][h] + step * 32 + q * 8));
       o.scale[m][h] = r.scales[m][h][step * 2 + q / 2];
     }
-}
-
-template <int kMTiles, int kNTiles>
-__device__ __forceinline__ void load_step(const LaneRows<kMTiles, kNTiles>& r, int step, int q,
-                                          StepOperands<kMTiles, kNTiles>& o) {
-  load_weights(r, step, q, o);
 #pragma unroll
   for (int n = 0; n < kNTiles; ++n) {
     const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -73,23 +65,33 @@ __device__ __forceinline__ void load_step(const LaneRows<kMTiles, kNTiles>& r, i
   }
 }
 
+// Chunk kC's A fragment of one m-tile from the code bytes of rows g (c0, scaled by f0) and g + 8 (c1, f1).
+template <int kC>
+__device__ __forceinline__ void decode_a(uint2 c0, uint2 c1, uint32_t f0, uint32_t f1, uint32_t (&a)[4]) {
+  a[0] = bf16x2_mul(e2m1_pair<kC>(c0.x), f0);
+  a[1] = bf16x2_mul(e2m1_pair<kC>(c1.x), f1);
+  a[2] = bf16x2_mul(e2m1_pair<kC>(c0.y), f0);
+  a[3] = bf16x2_mul(e2m1_pair<kC>(c1.y), f1);
+}
+
+// Chunk kC's B fragment from a token's 16 values of the step, as 8 words of values (2i, 2i + 1).
+template <int kC>
+__device__ __forceinline__ void pair_b(const uint32_t* xw, uint32_t (&b)[2]) {
+  b[0] = pair_halves<kC % 2 == 1>(xw[kC / 2], xw[kC / 2 + 2]);      // values c, c + 4
+  b[1] = pair_halves<kC % 2 == 1>(xw[4 + kC / 2], xw[6 + kC / 2]);  // values 8 + c, 12 + c
+}
+
 // The four mma chunks of one step; C is the chunk (0..3).
 template <int kC, int kMTiles, int kNTiles>
 __device__ __forceinline__ void multiply_chunk(const StepOperands<kMTiles, kNTiles>& o, const uint32_t (&factor)[kMTiles][2],
                                                float (&acc)[kMTiles][kNTiles][4]) {
   uint32_t b[kNTiles][2];
 #pragma unroll
-  for (int n = 0; n < kNTiles; ++n) {
-    const uint32_t* xw = reinterpret_cast<const uint32_t*>(&o.x[n][0]);  // 8 words: values (2i, 2i + 1)
-    b[n][0] = pair_halves<kC % 2 == 1>(xw[kC / 2], xw[kC / 2 + 2]);      // values c, c + 4
-    b[n][1] = pair_halves<kC % 2 == 1>(xw[4 + kC / 2], xw[6 + kC / 2]);  // values 8 + c, 12 + c
-  }
+  for (int n = 0; n < kNTiles; ++n) pair_b<kC>(reinterpret_cast<const uint32_t*>(&o.x[n][0]), b[n]);
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
-    const uint32_t a[4] = {bf16x2_mul(e2m1_pair<kC>(o.codes[m][0].x), factor[m][0]),
-                           bf16x2_mul(e2m1_pair<kC>(o.codes[m][1].x), factor[m][1]),
-                           bf16x2_mul(e2m1_pair<kC>(o.codes[m][0].y), factor[m][0]),
-                           bf16x2_mul(e2m1_pair<kC>(o.codes[m][1].y), factor[m][1])};
+    uint32_t a[4];
+    decode_a<kC>(o.codes[m][0], o.codes[m][1], factor[m][0], factor[m][1], a);
 #pragma unroll
     for (int n = 0; n < kNTiles; ++n) mma_bf16_16816(acc[m][n], a, b[n][0], b[n][1]);
   }
@@ -123,26 +125,22 @@ __device__ __forceinline__ void multiply_rows(const LaneRows<kMTiles, kNTiles>& 
   }
 }
 
-// Sums the kSplitK warps' accumulators of one row group into its first warp's (the others return false).
-template <int kSplitK, int kMTiles, int kNTiles>
+// Sums the CTA's kSplitK warps' accumulators into warp 0's (the others return false).
+template <int kMTiles, int kNTiles>
 __device__ __forceinline__ bool reduce_split_k(float (&acc)[kMTiles][kNTiles][4], float* scratch) {
-  if constexpr (kSplitK == 1) {
-    return true;
-  } else {
-    constexpr int kFloats = kMTiles * kNTiles * 4;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, slice = warp % kSplitK;
-    float* mine = scratch + (warp * kFloats) * 32 + lane;
-    if (slice != 0) {
+  constexpr int kFloats = kMTiles * kNTiles * 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* mine = scratch + (warp * kFloats) * 32 + lane;
+  if (warp != 0) {
 #pragma unroll
-      for (int i = 0; i < kFloats; ++i) mine[i * 32] = (&acc[0][0][0])[i];
-    }
-    __syncthreads();
-    if (slice != 0) return false;
-#pragma unroll
-    for (int i = 0; i < kFloats; ++i)
-      for (int s = 1; s < kSplitK; ++s) (&acc[0][0][0])[i] += mine[(s * kFloats + i) * 32];
-    return true;
+    for (int i = 0; i < kFloats; ++i) mine[i * 32] = (&acc[0][0][0])[i];
   }
+  __syncthreads();
+  if (warp != 0) return false;
+#pragma unroll
+  for (int i = 0; i < kFloats; ++i)
+    for (int s = 1; s < kSplitK; ++s) (&acc[0][0][0])[i] += mine[(s * kFloats + i) * 32];
+  return true;
 }
 
 __device__ __forceinline__ float swiglu(float gate, float up, float limit, float alpha) {
@@ -240,23 +238,20 @@ __device__ __forceinline__ Tile tile_of(const MoeWorkspace& w, int index) {
   return {w.tile_expert[index], w.tile_start[index], w.tile_end[index] - w.tile_start[index]};
 }
 
-// grid: (m-tile groups, max tiles); block: four row groups, or kSplitK slices of k of one row group.
-// Row group r of CTA x takes m-tiles (x * row_groups + r) * kMTiles .. + kMTiles. Inputs come from the
-// caches (few tokens: decode).
-template <Product kProduct, int kMTiles, int kNTiles, int kSplitK, int kUnroll>
-__global__ void __launch_bounds__(cta_warps(kSplitK) * 32) moe_mxfp4_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
-  constexpr int kWarps = cta_warps(kSplitK);
-  constexpr int kRowGroups = kWarps / kSplitK;
-  __shared__ float scratch[kSplitK > 1 ? kWarps * kMTiles * kNTiles * 4 * 32 : 1];
+// grid: (ceil(m-tiles / kMTiles), max tiles); block: kSplitK warps, each over a slice of k of CTA x's m-tiles
+// x * kMTiles .. + kMTiles. Inputs come from the caches (few tokens: decode).
+template <Product kProduct, int kMTiles, int kNTiles, int kUnroll>
+__global__ void __launch_bounds__(kSplitK * 32) moe_mxfp4_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
+  __shared__ float scratch[kSplitK * kMTiles * kNTiles * 4 * 32];
   pdl_launch_dependents();
   pdl_wait();
   if (int32_t(blockIdx.y) >= *w.num_tiles) return;
   const Tile tile = tile_of(w, int(blockIdx.y));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  const int first_mtile = (int(blockIdx.x) * kRowGroups + warp / kSplitK) * kMTiles;
+  const int first_mtile = int(blockIdx.x) * kMTiles;
   constexpr bool kGateUp = kProduct == Product::kGateUp;
   const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
-  if (first_mtile >= num_mtiles) return;  // whole row groups only: kSplitK > 1 never leaves a CTA half done
+  if (first_mtile >= num_mtiles) return;  // the whole CTA, before its barrier
 
   int row[kMTiles][2];
   warp_rows<kProduct>(p, first_mtile, num_mtiles, g, row);
@@ -267,9 +262,9 @@ __global__ void __launch_bounds__(cta_warps(kSplitK) * 32) moe_mxfp4_kernel(Mxfp
 
   float acc[kMTiles][kNTiles][4] = {};
   const int steps = (kGateUp ? p.hidden : p.ffn) / kStep;
-  const int per_slice = (steps + kSplitK - 1) / kSplitK, slice = warp % kSplitK;
-  multiply_rows<kMTiles, kNTiles, kUnroll>(r, slice * per_slice, min(steps, (slice + 1) * per_slice), q, acc);
-  if (!reduce_split_k<kSplitK>(acc, scratch)) return;
+  const int per_slice = (steps + kSplitK - 1) / kSplitK;
+  multiply_rows<kMTiles, kNTiles, kUnroll>(r, warp * per_slice, min(steps, (warp + 1) * per_slice), q, acc);
+  if (!reduce_split_k(acc, scratch)) return;
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
@@ -320,14 +315,10 @@ __device__ __forceinline__ void multiply_staged_step(const uint8_t* stage, const
     const uint2 c1 = *reinterpret_cast<const uint2*>(stage + kStageInputBytes + (rho + 8) * 32 + q * 8);
     const uint32_t f0 = e8m0_factor(scales[rho * scales_per_row + step * 2 + q / 2]);
     const uint32_t f1 = e8m0_factor(scales[(rho + 8) * scales_per_row + step * 2 + q / 2]);
-    a[0][m][0] = bf16x2_mul(e2m1_pair<0>(c0.x), f0), a[0][m][1] = bf16x2_mul(e2m1_pair<0>(c1.x), f1);
-    a[0][m][2] = bf16x2_mul(e2m1_pair<0>(c0.y), f0), a[0][m][3] = bf16x2_mul(e2m1_pair<0>(c1.y), f1);
-    a[1][m][0] = bf16x2_mul(e2m1_pair<1>(c0.x), f0), a[1][m][1] = bf16x2_mul(e2m1_pair<1>(c1.x), f1);
-    a[1][m][2] = bf16x2_mul(e2m1_pair<1>(c0.y), f0), a[1][m][3] = bf16x2_mul(e2m1_pair<1>(c1.y), f1);
-    a[2][m][0] = bf16x2_mul(e2m1_pair<2>(c0.x), f0), a[2][m][1] = bf16x2_mul(e2m1_pair<2>(c1.x), f1);
-    a[2][m][2] = bf16x2_mul(e2m1_pair<2>(c0.y), f0), a[2][m][3] = bf16x2_mul(e2m1_pair<2>(c1.y), f1);
-    a[3][m][0] = bf16x2_mul(e2m1_pair<3>(c0.x), f0), a[3][m][1] = bf16x2_mul(e2m1_pair<3>(c1.x), f1);
-    a[3][m][2] = bf16x2_mul(e2m1_pair<3>(c0.y), f0), a[3][m][3] = bf16x2_mul(e2m1_pair<3>(c1.y), f1);
+    decode_a<0>(c0, c1, f0, f1, a[0][m]);
+    decode_a<1>(c0, c1, f0, f1, a[1][m]);
+    decode_a<2>(c0, c1, f0, f1, a[2][m]);
+    decode_a<3>(c0, c1, f0, f1, a[3][m]);
   }
   const bf16* inputs = reinterpret_cast<const bf16*>(stage);
 #pragma unroll
@@ -335,10 +326,11 @@ __device__ __forceinline__ void multiply_staged_step(const uint8_t* stage, const
     const bf16* x = inputs + (n * 8 + g) * kStagedRow + q * 16;
     uint4 raw[2] = {load16(x), load16(x + 8)};
     const uint32_t* xw = reinterpret_cast<const uint32_t*>(raw);
-    const uint32_t b[4][2] = {{pair_halves<false>(xw[0], xw[2]), pair_halves<false>(xw[4], xw[6])},
-                              {pair_halves<true>(xw[0], xw[2]), pair_halves<true>(xw[4], xw[6])},
-                              {pair_halves<false>(xw[1], xw[3]), pair_halves<false>(xw[5], xw[7])},
-                              {pair_halves<true>(xw[1], xw[3]), pair_halves<true>(xw[5], xw[7])}};
+    uint32_t b[4][2];
+    pair_b<0>(xw, b[0]);
+    pair_b<1>(xw, b[1]);
+    pair_b<2>(xw, b[2]);
+    pair_b<3>(xw, b[3]);
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
@@ -394,19 +386,18 @@ __global__ void __launch_bounds__(128) moe_mxfp4_staged_kernel(Mxfp4MoeParams p,
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
-// One kernel configuration: how many m-tiles and n-tiles a warp holds and how many warps split k.
-template <int kMTiles, int kNTiles, int kSplitK, int kUnroll>
+// One decode configuration: how many m-tiles and n-tiles a warp holds, and how many steps' loads it issues
+// together.
+template <int kMTiles, int kNTiles, int kUnroll>
 void run_products(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
-  constexpr int kWarps = cta_warps(kSplitK);
-  constexpr int kTileTokens = kNTiles * 8, kMTilesPerCta = kWarps / kSplitK * kMTiles;
+  constexpr int kTileTokens = kNTiles * 8;
   const int64_t pairs = p.num_tokens * p.top_k;
   const unsigned tiles = unsigned(max_moe_tiles(pairs, p.num_experts, kTileTokens));
   run_moe_align(p, w, kTileTokens, stream);
-  const dim3 gate_up_grid(unsigned(ceil_div(p.ffn / 8, kMTilesPerCta)), tiles);
-  launch(moe_mxfp4_kernel<Product::kGateUp, kMTiles, kNTiles, kSplitK, kUnroll>, gate_up_grid, kWarps * 32, 0, stream,
-         p, w);
-  const dim3 down_grid(unsigned(ceil_div(p.hidden / 16, kMTilesPerCta)), tiles);
-  launch(moe_mxfp4_kernel<Product::kDown, kMTiles, kNTiles, kSplitK, kUnroll>, down_grid, kWarps * 32, 0, stream, p, w);
+  const dim3 gate_up_grid(unsigned(ceil_div(p.ffn / 8, kMTiles)), tiles);
+  launch(moe_mxfp4_kernel<Product::kGateUp, kMTiles, kNTiles, kUnroll>, gate_up_grid, kSplitK * 32, 0, stream, p, w);
+  const dim3 down_grid(unsigned(ceil_div(p.hidden / 16, kMTiles)), tiles);
+  launch(moe_mxfp4_kernel<Product::kDown, kMTiles, kNTiles, kUnroll>, down_grid, kSplitK * 32, 0, stream, p, w);
   run_moe_combine(p, w, stream);
 }
 
@@ -451,9 +442,9 @@ void run(const Mxfp4MoeParams& p, cudaStream_t stream) {
   const MoeWorkspace w = MoeWorkspace::carve(p.workspace, pairs, p.num_experts, p.hidden, p.ffn);
   const int64_t per_expert = ceil_div(pairs, std::min<int64_t>(pairs, p.num_experts));
   if (per_expert <= 4)
-    run_products<1, 1, 4, 6>(p, w, stream);
+    run_products<1, 1, 6>(p, w, stream);
   else if (per_expert <= 12)
-    run_products<1, 2, 4, 4>(p, w, stream);
+    run_products<1, 2, 4>(p, w, stream);
   else
     run_staged_products(p, w, stream);
 }

@@ -139,7 +139,7 @@ __global__ void route_kernel(RouteParams p) {
 }  // namespace
 
 bool route_supports(int64_t num_experts, int64_t top_k, int64_t n_group) {
-  return num_experts <= kMaxExperts && top_k <= kMaxTopK && top_k <= 32 && n_group <= 32;
+  return num_experts <= kMaxExperts && top_k <= kMaxTopK && n_group <= 32;
 }
 
 void run(const RouteParams& p, cudaStream_t stream) {
