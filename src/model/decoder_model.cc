@@ -45,8 +45,7 @@ class DecoderModel final : public Model {
             .sinks = c.attention_sinks, .norm_eps = c.rms_norm_eps, .sliding_window = 0, .kv_group = 0, .rope = rope};
     if (c.mla) mla_ = mla_spec(c, rope);
     if (c.moe) {
-      moe_ = moe_spec(c);
-      moe_.mxfp4 = keeps_mxfp4(c, *ops_);
+      moe_ = moe_spec(c, *ops_);
       DRIFT_RETURN_IF_ERROR(check_moe_spec(moe_));
     }
     DRIFT_RETURN_IF_ERROR(stream_.load(loader, c));

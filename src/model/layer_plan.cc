@@ -86,9 +86,7 @@ Status check_backend(const weights::ModelConfig& c, const LayerPlan& plan, const
     const LayerKind& layer = plan.layers[i];
     if (Status s = ops.supports(attention_shape(c, layer, kv_dtype)); !s.ok()) return refuse(i, "attention", s);
     if (layer.feed_forward == FeedForwardKind::kMoe) {
-      MoeSpec spec = moe_spec(c);
-      spec.mxfp4 = keeps_mxfp4(c, ops);
-      if (Status s = ops.supports(moe_shape(spec)); !s.ok()) return refuse(i, "mixture of experts", s);
+      if (Status s = ops.supports(moe_shape(moe_spec(c, ops))); !s.ok()) return refuse(i, "mixture of experts", s);
     }
   }
   return Status::Ok();

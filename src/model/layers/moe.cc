@@ -18,7 +18,7 @@ backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe) {
   return r;
 }
 
-MoeSpec moe_spec(const weights::ModelConfig& c) {
+MoeSpec moe_spec(const weights::ModelConfig& c, const backend::Ops& ops) {
   const weights::MoeConfig& m = *c.moe;
   MoeSpec s;
   s.hidden = c.hidden_size;
@@ -29,11 +29,8 @@ MoeSpec moe_spec(const weights::ModelConfig& c) {
   s.routing = moe_routing(m);
   s.swiglu_limit = float(c.swiglu_limit);
   s.swiglu_alpha = float(c.swiglu_alpha);
+  s.mxfp4 = c.quant_method == "mxfp4" && ops.reads_weight_format(backend::WeightFormat::kMxfp4);
   return s;
-}
-
-bool keeps_mxfp4(const weights::ModelConfig& config, const backend::Ops& ops) {
-  return config.quant_method == "mxfp4" && ops.reads_weight_format(backend::WeightFormat::kMxfp4);
 }
 
 backend::MoeShape moe_shape(const MoeSpec& spec) {

@@ -20,18 +20,17 @@ struct MoeSpec {
   backend::MoeRouteParams routing;  // scoring, groups, renormalisation, scale; its tensors are set per step
   float swiglu_limit = 0.0f;        // 0: silu(gate) * up; GPT-OSS: 7 with alpha 1.702
   float swiglu_alpha = 1.702f;
-  bool mxfp4 = false;               // expert matrices kept as stored in MXFP4 (keeps_mxfp4)
+  bool mxfp4 = false;               // expert matrices kept as stored in MXFP4 (moe_spec says when)
 };
 
-// Whether the experts stay MXFP4 on `ops` (the checkpoint stores them so and a kernel reads them as stored);
-// otherwise the loader decodes them to the compute dtype.
-bool keeps_mxfp4(const weights::ModelConfig& config, const backend::Ops& ops);
 // What the MoE layers of `spec` ask of a backend.
 backend::MoeShape moe_shape(const MoeSpec& spec);
 
-// The spec a config's MoE section describes: DeepSeek's shared experts and routing, GPT-OSS's clamped
-// SwiGLU. The config must have a MoE section.
-MoeSpec moe_spec(const weights::ModelConfig& config);
+// The spec a config's MoE section describes on `ops`: DeepSeek's shared experts and routing, GPT-OSS's
+// clamped SwiGLU, and whether the experts stay MXFP4 (the checkpoint stores them so and a kernel of `ops`
+// reads them as stored; otherwise the loader decodes them to the compute dtype). The config must have a
+// MoE section.
+MoeSpec moe_spec(const weights::ModelConfig& config, const backend::Ops& ops);
 // The routing rule a config's MoE section describes (DeepSeek's topk_method names it: greedy,
 // group_limited_greedy with a group's best score, noaux_tc with the sum of a group's best two).
 backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);
