@@ -19,6 +19,6 @@ run() {
 for m in llama llama-bias qwen2 qwen3 deepseek_v2 deepseek_v3 youtu gpt_oss; do
   run "$m" --model tests/fixtures/models/$m
 done
-run drift-llama-15m --model models/drift-llama-15m
+run drift-chat-15m --model models/drift-chat-15m
 run drift-mla-14m --model models/drift-mla-14m
 run llama-96m-random --model bench/cpu/llama-100m --random-weights

@@ -204,6 +204,22 @@ TEST(Chat, TheDefaultModelChatsThroughItsTemplate) {
   EXPECT_EQ(count_stats_lines(r.out), 1u) << r.out;
 }
 
+// The bundled default model is chat-tuned (tools/train/chat_tune.py): greedy, it answers what a word means
+// and what a command does with the facts of its sources (WordNet's gloss of "happy", the NAME lines of the
+// ls and cp manual pages), and ends each reply by itself.
+TEST(Chat, TheDefaultModelAnswersQuestionsAboutWordsAndCommands) {
+  const CommandRun r = chat("--temperature 0 --max-tokens 96",
+                            "Hello\nWhat does happy mean?\nWhat does the ls command do?\n"
+                            "How do I copy files and directories?\n");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(count_stats_lines(r.out), 4u) << r.out;
+  EXPECT_EQ(r.out.find("length limit"), std::string::npos) << r.out;
+  EXPECT_NE(reply_text(r.out, 0).find("Hello"), std::string::npos) << r.out;
+  EXPECT_NE(reply_text(r.out, 1).find("joy"), std::string::npos) << r.out;
+  EXPECT_NE(reply_text(r.out, 2).find("list directory contents"), std::string::npos) << r.out;
+  EXPECT_NE(reply_text(r.out, 3).find("cp command"), std::string::npos) << r.out;
+}
+
 // A tmux server of its own (its own socket, no user config) holding one session that runs `command` in
 // a 120x40 terminal; the server and its socket go with the object.
 class TmuxSession {

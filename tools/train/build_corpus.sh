@@ -61,23 +61,11 @@ PACKAGES=(
   wesnoth-1.16-thot wesnoth-1.16-trow wesnoth-1.16-ttb wesnoth-1.16-utbs
 )
 
-mkdir -p "$WORK/debs" "$WORK/root" "$OUT"
+mkdir -p "$OUT"
 echo "work folder: $WORK"
 echo "== downloading ${#PACKAGES[@]} packages"
-( cd "$WORK/debs" && for p in "${PACKAGES[@]}"; do
-    ls "$p"_*.deb >/dev/null 2>&1 || nice apt-get download -q "$p" 2>&1 | grep -v -e '^W: Download is performed unsandboxed' || true
-  done )
-: > "$OUT/packages.txt"
-for p in "${PACKAGES[@]}"; do
-  deb=$(ls "$WORK/debs/${p}"_*.deb 2>/dev/null | head -n1 || true)
-  if [ -z "$deb" ]; then echo "WARNING: $p could not be downloaded; skipped" >&2; continue; fi
-  ver=$(dpkg-deb -f "$deb" Version)
-  echo -e "$p\t$ver\t$(sha256sum "$deb" | cut -d' ' -f1)" >> "$OUT/packages.txt"
-  if [ ! -d "$WORK/root/$p" ]; then
-    mkdir -p "$WORK/root/$p"
-    nice dpkg-deb -x "$deb" "$WORK/root/$p"
-  fi
-done
+. "$REPO/tools/train/debian_packages.sh"
+fetch_packages "$WORK" "$OUT/packages.txt" "${PACKAGES[@]}"
 cat "$OUT/packages.txt"
 
 # The KJV text ships compressed in its own format; the bible program of the bible-kjv package decodes it.

@@ -6,6 +6,8 @@
 #   bash tools/train/run_on_device.sh tokenizer          # ~1 min: trains the tokenizer -> $OUT/tokenizer.json
 #   bash tools/train/run_on_device.sh llama [ARGS...]    # one training run of ~9 min -> $OUT/llama.tar.gz.part*
 #   bash tools/train/run_on_device.sh mla   [ARGS...]    # the same for the MLA model
+#   bash tools/train/run_on_device.sh chat  [ARGS...]    # ~1 min smoke, then ~7 min chat-tuning of the llama
+#                                                        # model -> $OUT/chat.tar.gz.part* (chat_tune.py)
 #
 # ARGS go to train.py (e.g. --compile, --lr 2e-3, --batch-size 96). The step runs under `timeout 560` so the
 # tarball is still written when Python overruns. The HF folder comes back as a .tar.gz split into 15 MB
@@ -60,8 +62,22 @@ case "$STEP" in
     pack "$WORK/hf/$STEP" "$STEP" || rc=1
     cp "$WORK/tokenizer.json" "$OUT/tokenizer.json" 2>/dev/null || true
     ;;
+  chat)
+    BASE=${DRIFT_CHAT_BASE:-models/drift-llama-15m}  # not in the tree since the chat model replaced it:
+    [ -f "$BASE/model.safetensors" ] || { echo "no base model at $BASE: git checkout c07c715 -- models/drift-llama-15m"; exit 2; }
+    timeout 150 python3 tools/train/chat_tune.py --base "$BASE" --corpus "$CORPUS" --work "$WORK" --out /tmp/drift-chat-smoke \
+      --max-steps 20 --max-dialogues 2000 --valid-max-bytes 20000 --eval-every-seconds 5 --reserve-seconds 0 \
+      2>&1 | tee "$OUT/chat-smoke.log"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" = 0 ]; then
+      timeout 450 python3 tools/train/chat_tune.py --base "$BASE" --corpus "$CORPUS" --work "$WORK" --minutes 7 "$@" \
+        2>&1 | tee "$OUT/chat.log"
+      rc=${PIPESTATUS[0]}
+      pack "$WORK/hf/chat" chat || rc=1
+    fi
+    ;;
   *)
-    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla} [train.py args]" >&2
+    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla|chat} [script args]" >&2
     exit 2
     ;;
 esac
