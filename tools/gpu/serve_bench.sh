@@ -15,24 +15,9 @@ rates=("$@")
 start_server "$OUT/serve.log" || exit 1
 port=$PORT
 trap 'kill -9 $SERVER_PID 2>/dev/null' EXIT
-echo "| rate (req/s) | prompts | req/s done | output tok/s | TTFT mean / p99 ms | TPOT mean / p99 ms | ITL mean / p99 ms |"
-echo "|---:|---:|---:|---:|---:|---:|---:|"
+echo "$RATE_TABLE_HEAD"
 for rate in "${rates[@]}"; do
-  n=$(( rate * 8 < 32 ? 32 : rate * 8 ))
-  [ "$rate" -le 1 ] && n=16
-  "$DRIFT" bench serve --url "http://127.0.0.1:$port" --num-prompts "$n" --request-rate "$rate" --input-len 512 \
-    --output-len 128 --num-warmups 2 --output-json "$OUT/serve_$rate.json" >"$OUT/bench_serve_$rate.log" 2>&1
-  python3 - "$OUT/serve_$rate.json" "$rate" "$n" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-def g(*keys):
-    for k in keys:
-        if k in r: return r[k]
-    return float("nan")
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {g('request_throughput'):.2f} | {g('output_throughput'):.0f} | "
-      f"{g('mean_ttft_ms'):.1f} / {g('p99_ttft_ms'):.1f} | {g('mean_tpot_ms'):.2f} / {g('p99_tpot_ms'):.2f} | "
-      f"{g('mean_itl_ms'):.2f} / {g('p99_itl_ms'):.2f} |")
-PY
+  bench_rate "http://127.0.0.1:$port" "$rate" drift
 done
 # Structured output's cost per step: 64 streams at once, plain and with every request under a JSON schema;
 # the mean inter-token latency is the step time the streams see.
