@@ -28,7 +28,7 @@ SloVerdicts SloAdmission::judge(const SloBudget& model, const SloWork& work, std
     const double predicted = r.wait_s + prefill_seconds(model, work, ahead + r.prefill_left);
     if (predicted <= ttft_s_) {
       ahead += r.prefill_left;  // it runs before everything judged after it
-    } else if (shed_ && predicted > ttft_s_ * (1 + kShedMargin)) {
+    } else if (shed_ && predicted > ttft_s_ * (1 + kShedMargin) && prefill_seconds(model, work, r.prefill_left) <= ttft_s_) {
       verdicts.shed.push_back({r.id, predicted});
     } else {
       verdicts.late.push_back(r.id);  // deferred: it delays none of the feasible requests

@@ -7,7 +7,10 @@
 //   - late (predicted to miss): it waits behind every feasible request (Scheduler::defer), so those that can
 //     still meet the target are not made to miss it too; if capacity is left over, it still runs;
 //   - shed (predicted to miss by more than kShedMargin of the target, with shedding on): refused before it
-//     holds any KV, so the client learns at once that the server is overloaded instead of queueing.
+//     holds any KV, so the client learns at once that the server is overloaded instead of queueing. Only
+//     load is a reason: a request whose prefill alone takes longer than the target is never shed (it is
+//     late on an idle server too), and so a step model that errs high cannot shed every request of an idle
+//     engine and then, with no steps to learn from, stay wrong.
 // Nothing is judged until the step-time fit is established. Pure arithmetic on numbers the engine
 // gathers; the engine applies the verdicts (Scheduler::defer, Scheduler::abort).
 #pragma once

@@ -1,7 +1,7 @@
 // SloAdmission against a synthetic machine whose step takes a + b * tokens, with waits given by hand (a
 // fake clock): feasible requests go first in deadline order within their priority, a late one waits behind
-// them, one that would miss by more than the margin is shed only when shedding is on, nothing is judged
-// before the fit; the scheduler orders deferred requests last and frees nothing for a shed one, which never
+// them, one that would miss by more than the margin is shed only when shedding is on and only when the load
+// is why, nothing is judged before the fit; the scheduler orders deferred requests last and frees nothing for a shed one, which never
 // held KV. And a simulated overload shows what it is for.
 #include "core/sched/slo_admission.h"
 
@@ -58,6 +58,12 @@ TEST(SloAdmission, FeasibleGoFirstLateWaitBehindAndHopelessAreShed) {
   EXPECT_EQ(on.late, std::vector<SeqId>({3}));
   ASSERT_EQ(shed_ids(on), std::vector<SeqId>({5}));
   EXPECT_NEAR(on.shed[0].predicted_ttft_s, 0.168, 1e-6);
+
+  // A prompt whose prefill alone takes 240 ms is late on an idle server too: the load is not why, so it is
+  // not shed.
+  std::vector<SloWaiting> with_long = waiting;
+  with_long.push_back({.id = 6, .wait_s = 0.0, .prefill_left = 20000});
+  EXPECT_EQ(SloAdmission(0.1, true).judge(model, work, with_long).late, std::vector<SeqId>({3, 6}));
 
   const SloVerdicts off = SloAdmission(0.1, /*shed=*/false).judge(model, work, waiting);
   EXPECT_TRUE(off.shed.empty()) << "shedding off refuses nothing";
