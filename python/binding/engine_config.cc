@@ -138,6 +138,7 @@ const Fields<EngineConfig>& engine_fields() {
       field("enforce_eager", &EngineConfig::enforce_eager),
       field("slo_ttft_ms", &EngineConfig::slo_ttft_ms),
       field("slo_tpot_ms", &EngineConfig::slo_tpot_ms),
+      field("slo_shed", &EngineConfig::slo_shed),
       {"speculative", &set_speculative},
   };
   return fields;

@@ -12,6 +12,7 @@
 #include "backend/ops.h"
 #include "core/kv/kv_sizing.h"
 #include "core/sched/scheduler.h"
+#include "core/sched/slo_admission.h"
 #include "core/sched/slo_budget.h"
 #include "drift/engine.h"
 #include "engine/request_state.h"
@@ -72,8 +73,10 @@ class EngineImpl final : public Engine {
   void fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   Expected<bool> advance_schema(RequestState& state, int32_t token);
   void refresh_gauges();
-  // SLO-aware scheduling: sets the next step's token budget from the load, and learns from each step.
-  void set_slo_budget();
+  // SLO-aware scheduling (slo_policy.cc): sets the next step's token budget from the load and, with a TTFT
+  // target, defers the waiting requests predicted to miss it and sheds the hopeless ones.
+  void apply_slo_policy();
+  void apply_slo_verdicts(const core::SloVerdicts& verdicts, const std::vector<core::SloWaiting>& waiting);
 
   EngineConfig config_;
   std::string model_name_;
@@ -92,6 +95,7 @@ class EngineImpl final : public Engine {
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;
   std::optional<core::SloBudget> slo_;  // set when the config has latency targets
+  std::optional<core::SloAdmission> slo_admission_;  // set with a TTFT target
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
   std::vector<std::vector<int32_t>> row_outputs_;
   // Structured output: the vocabulary's byte trie (built at the first such request) and this step's
