@@ -59,6 +59,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd.add_flag("!--no-prefix-cache", c.enable_prefix_cache, "Disable prefix reuse");
   cmd.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "Prefill each prompt in one step");
+  cmd.add_option("--mask-threads", c.mask_threads,
+                 "Structured output: threads filling a step's token masks, the engine's included (0: min(cores/2, 8); "
+                 "1: the engine thread alone)")
+      ->check(CLI::Range(0, 256))->capture_default_str();
   cmd.add_flag("--enforce-eager,--no-cuda-graphs", c.enforce_eager,
                "CUDA: launch every step's kernels directly instead of replaying decode steps from CUDA graphs");
   const std::map<std::string, AdmissionPolicy> admission{{"guaranteed", AdmissionPolicy::kGuaranteed},

@@ -64,6 +64,10 @@ struct EngineConfig {
   // more than a margin is refused before it holds KV: it ends with FinishReason::kError and a Status of
   // StatusCode::kUnavailable ("the server is overloaded"). No effect without slo_ttft_ms.
   bool slo_shed = true;
+  // Structured output: threads that fill a step's token masks (structured/mask_filler.h), the engine
+  // thread included; 0: min(hardware threads / 2, 8); 1: the engine thread alone. Started at the first
+  // constrained request.
+  int32_t mask_threads = 0;
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
   SpeculativeConfig speculative;

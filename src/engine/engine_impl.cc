@@ -72,6 +72,8 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
                                         config.slo_ttft_ms, config.slo_tpot_ms));
   if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
+  if (config.mask_threads < 0 || config.mask_threads > 256)
+    return invalid_argument(fmt::format("mask_threads must be in 0..256 (0: automatic), got {}", config.mask_threads));
   const SpeculativeConfig& spec = config.speculative;
   if (!spec.method.empty() && spec.method != "ngram")
     return invalid_argument(fmt::format("speculative method '{}' is not supported (ngram is)", spec.method));

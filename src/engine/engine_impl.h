@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "spec/proposer.h"
+#include "structured/mask_filler.h"
 #include "structured/token_mask.h"
 #include "tokenizer/tokenizer.h"
 
@@ -102,6 +103,8 @@ class EngineImpl final : public Engine {
   // token masks, one run of mask words per constrained row.
   std::once_flag vocab_index_once_;
   std::unique_ptr<structured::VocabIndex> vocab_index_;
+  std::unique_ptr<structured::MaskFiller> mask_filler_;  // its threads start at the first constrained step
+  std::vector<structured::MaskFiller::Row> mask_rows_;
   std::vector<uint32_t> masks_;  // scratch of row_outputs(), one per verify row
 
   // Shared with submitting threads, under mu_.
