@@ -98,14 +98,14 @@ class EngineImpl final : public Engine {
   std::optional<core::SloBudget> slo_;  // set when the config has latency targets
   std::optional<core::SloAdmission> slo_admission_;  // set with a TTFT target
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
-  std::vector<std::vector<int32_t>> row_outputs_;
+  std::vector<std::vector<int32_t>> row_outputs_;  // scratch of row_outputs(), one per verify row
   // Structured output: the vocabulary's byte trie (built at the first such request) and this step's
   // token masks, one run of mask words per constrained row.
   std::once_flag vocab_index_once_;
   std::unique_ptr<structured::VocabIndex> vocab_index_;
   std::unique_ptr<structured::MaskFiller> mask_filler_;  // its threads start at the first constrained step
   std::vector<structured::MaskFiller::Row> mask_rows_;
-  std::vector<uint32_t> masks_;  // scratch of row_outputs(), one per verify row
+  std::vector<uint32_t> masks_;
 
   // Shared with submitting threads, under mu_.
   mutable std::mutex mu_;
