@@ -34,9 +34,13 @@ for policy in fixed slo slo+shed; do
     # Failed requests are the shed ones (a 503 or an error chunk); the latencies are of those that completed.
     python3 - "$OUT/slo_${name}_$rate.json" "$policy" "$rate" "$n" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {r['request_goodput']:.2f} | {r['request_throughput']:.2f} | "
-      f"{r['failed']} | {r['mean_ttft_ms']:.1f} / {r['p99_ttft_ms']:.1f} | {r['mean_tpot_ms']:.2f} / {r['p99_tpot_ms']:.2f} |")
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    r = {}  # the bench failed: its log says why
+g = lambda k: r.get(k) if r.get(k) is not None else float("nan")
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {g('request_goodput'):.2f} | {g('request_throughput'):.2f} | "
+      f"{g('failed'):.0f} | {g('mean_ttft_ms'):.1f} / {g('p99_ttft_ms'):.1f} | {g('mean_tpot_ms'):.2f} / {g('p99_tpot_ms'):.2f} |")
 PY
   done
   # The server's own count of shed requests, to check against the client's failures.
