@@ -59,6 +59,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd.add_flag("!--no-prefix-cache", c.enable_prefix_cache, "Disable prefix reuse");
   cmd.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "Prefill each prompt in one step");
+  cmd.add_option("--mask-threads", c.mask_threads,
+                 "Structured output: threads filling a step's token masks, the engine's included (0: min(cores/2, 8); "
+                 "1: the engine thread alone)")
+      ->check(CLI::Range(0, 256))->capture_default_str();
   cmd.add_flag("--enforce-eager,--no-cuda-graphs", c.enforce_eager,
                "CUDA: launch every step's kernels directly instead of replaying decode steps from CUDA graphs");
   const std::map<std::string, AdmissionPolicy> admission{{"guaranteed", AdmissionPolicy::kGuaranteed},
@@ -76,8 +80,15 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
                  "SLO-aware scheduling: keep steps within this time per output token while decodes run (0: off)")
       ->check(at_least(0))->capture_default_str();
   cmd.add_option("--slo-ttft-ms", c.slo_ttft_ms,
-                 "SLO-aware scheduling: give the oldest waiting prefill the budget to reach its first token in time")
+                 "SLO-aware scheduling: give the oldest waiting prefill the budget to reach its first token in time; "
+                 "requests predicted to miss it wait behind those that can still meet it")
       ->check(at_least(0))->capture_default_str();
+  const std::map<std::string, bool> on_off{{"on", true}, {"off", false}};
+  cmd.add_option("--slo-shed", c.slo_shed,
+                 "With --slo-ttft-ms: refuse (HTTP 503, overloaded) a waiting request predicted to miss the TTFT "
+                 "target by more than a quarter of it, before it holds KV")
+      ->transform(CLI::CheckedTransformer(on_off, CLI::ignore_case).description("{on,off}"))
+      ->default_str(c.slo_shed ? "on" : "off");
 }
 
 void add_sampling_options(CLI::App& cmd, SamplingParams& s) {

@@ -59,6 +59,15 @@ struct EngineConfig {
   // target; 0 = off (the fixed max_num_batched_tokens).
   double slo_ttft_ms = 0;
   double slo_tpot_ms = 0;
+  // Admission control with a TTFT target (core/sched/slo_admission.h): a waiting request predicted to miss
+  // the target waits behind those that can still meet it, and with slo_shed one predicted to miss it by
+  // more than a margin is refused before it holds KV: it ends with FinishReason::kError and a Status of
+  // StatusCode::kUnavailable ("the server is overloaded"). No effect without slo_ttft_ms.
+  bool slo_shed = true;
+  // Structured output: threads that fill a step's token masks (structured/mask_filler.h), the engine
+  // thread included; 0: min(hardware threads / 2, 8); 1: the engine thread alone. Started at the first
+  // constrained request.
+  int32_t mask_threads = 0;
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
   SpeculativeConfig speculative;
@@ -96,6 +105,7 @@ struct EngineMetrics {
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0, prefix_cache_evictions = 0;  // in tokens / blocks
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   int64_t num_preemptions_total = 0, num_rejections_total = 0;
+  int64_t num_requests_shed_total = 0;  // refused by SLO admission control (EngineConfig::slo_shed)
   int64_t requests_finished_total = 0, steps_total = 0;
   // Speculative decoding (vLLM's spec_decode names): verify steps that carried drafts, drafts scored,
   // drafts accepted, and accepted drafts by position in their draft (index 0: the first draft).

@@ -17,6 +17,7 @@ enum class StatusCode {
   kDataLoss,           // a corrupt or truncated file
   kResourceExhausted,  // no KV capacity, out of memory, queue full
   kCancelled,          // the client cancelled
+  kUnavailable,        // the engine is overloaded now (SLO admission shed the request): retry later
   kIoError,
   kInternal,
 };
@@ -46,6 +47,7 @@ inline Status unsupported(std::string m) { return {StatusCode::kUnsupported, std
 inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status resource_exhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 

@@ -136,8 +136,10 @@ const Fields<EngineConfig>& engine_fields() {
              {{"fcfs", SchedulingPolicy::kFcfs}, {"small-first", SchedulingPolicy::kSmallFirst}}),
       field("max_waiting_requests", &EngineConfig::max_waiting_requests),
       field("enforce_eager", &EngineConfig::enforce_eager),
+      field("mask_threads", &EngineConfig::mask_threads),
       field("slo_ttft_ms", &EngineConfig::slo_ttft_ms),
       field("slo_tpot_ms", &EngineConfig::slo_tpot_ms),
+      field("slo_shed", &EngineConfig::slo_shed),
       {"speculative", &set_speculative},
   };
   return fields;

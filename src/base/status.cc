@@ -11,6 +11,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kDataLoss: return "data_loss";
     case StatusCode::kResourceExhausted: return "resource_exhausted";
     case StatusCode::kCancelled: return "cancelled";
+    case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kIoError: return "io_error";
     case StatusCode::kInternal: return "internal";
   }

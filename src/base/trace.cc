@@ -25,7 +25,7 @@ std::atomic<bool> g_installed{false};
 
 const char* event_name(uint8_t e) {
   static const char* names[] = {"submit", "reject", "admit", "step_begin", "step_end", "sample",
-                                "finish", "cancel", "preempt", "evict", "error"};
+                                "finish", "cancel", "preempt", "evict", "error", "shed"};
   return e < sizeof(names) / sizeof(names[0]) ? names[e] : "?";
 }
 

@@ -7,7 +7,7 @@
 namespace drift::trace {
 
 enum class Event : uint8_t {
-  kSubmit, kReject, kAdmit, kStepBegin, kStepEnd, kSample, kFinish, kCancel, kPreempt, kEvict, kError
+  kSubmit, kReject, kAdmit, kStepBegin, kStepEnd, kSample, kFinish, kCancel, kPreempt, kEvict, kError, kShed
 };
 
 constexpr int kCapacity = 512;

@@ -72,6 +72,8 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
                                         config.slo_ttft_ms, config.slo_tpot_ms));
   if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
+  if (config.mask_threads < 0 || config.mask_threads > 256)
+    return invalid_argument(fmt::format("mask_threads must be in 0..256 (0: automatic), got {}", config.mask_threads));
   const SpeculativeConfig& spec = config.speculative;
   if (!spec.method.empty() && spec.method != "ngram")
     return invalid_argument(fmt::format("speculative method '{}' is not supported (ngram is)", spec.method));
@@ -177,10 +179,12 @@ Status EngineImpl::build_loop_parts() {
   kv.num_blocks = kv_blocks_;
   kv.groups = kv_specs_;
   DRIFT_ASSIGN_OR_RETURN(scheduler_, core::Scheduler::create(sc, kv));
-  // A TTFT target alone never lowers the budget (slo_budget.h): only a TPOT target turns the policy on.
-  if (config.slo_tpot_ms > 0)
+  // A TTFT target alone never lowers the budget (slo_budget.h), but admission control needs the fitted
+  // step time, so either target turns the policy on.
+  if (config.slo_tpot_ms > 0 || config.slo_ttft_ms > 0)
     slo_.emplace(core::SloTargets{config.slo_ttft_ms / 1e3, config.slo_tpot_ms / 1e3}, config.max_num_batched_tokens,
                  std::min(config.max_num_batched_tokens, 16));
+  if (config.slo_ttft_ms > 0) slo_admission_.emplace(config.slo_ttft_ms / 1e3, config.slo_shed);
 
   metrics_.time_to_first_token_s = Histogram(kTtftBuckets);
   metrics_.time_per_output_token_s = Histogram(kTpotBuckets);

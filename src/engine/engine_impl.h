@@ -12,12 +12,14 @@
 #include "backend/ops.h"
 #include "core/kv/kv_sizing.h"
 #include "core/sched/scheduler.h"
+#include "core/sched/slo_admission.h"
 #include "core/sched/slo_budget.h"
 #include "drift/engine.h"
 #include "engine/request_state.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "spec/proposer.h"
+#include "structured/mask_filler.h"
 #include "structured/token_mask.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,8 +74,10 @@ class EngineImpl final : public Engine {
   void fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   Expected<bool> advance_schema(RequestState& state, int32_t token);
   void refresh_gauges();
-  // SLO-aware scheduling: sets the next step's token budget from the load, and learns from each step.
-  void set_slo_budget();
+  // SLO-aware scheduling (slo_policy.cc): sets the next step's token budget from the load and, with a TTFT
+  // target, defers the waiting requests predicted to miss it and sheds the hopeless ones.
+  void apply_slo_policy();
+  void apply_slo_verdicts(const core::SloVerdicts& verdicts, const std::vector<core::SloWaiting>& waiting);
 
   EngineConfig config_;
   std::string model_name_;
@@ -92,13 +96,16 @@ class EngineImpl final : public Engine {
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;
   std::optional<core::SloBudget> slo_;  // set when the config has latency targets
+  std::optional<core::SloAdmission> slo_admission_;  // set with a TTFT target
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
-  std::vector<std::vector<int32_t>> row_outputs_;
+  std::vector<std::vector<int32_t>> row_outputs_;  // scratch of row_outputs(), one per verify row
   // Structured output: the vocabulary's byte trie (built at the first such request) and this step's
   // token masks, one run of mask words per constrained row.
   std::once_flag vocab_index_once_;
   std::unique_ptr<structured::VocabIndex> vocab_index_;
-  std::vector<uint32_t> masks_;  // scratch of row_outputs(), one per verify row
+  std::unique_ptr<structured::MaskFiller> mask_filler_;  // its threads start at the first constrained step
+  std::vector<structured::MaskFiller::Row> mask_rows_;
+  std::vector<uint32_t> masks_;
 
   // Shared with submitting threads, under mu_.
   mutable std::mutex mu_;

@@ -26,24 +26,9 @@ std::string flush_text(RequestState& state) {
 
 }  // namespace
 
-void EngineImpl::set_slo_budget() {
-  core::SloBudget::Load load;
-  const auto now = Clock::now();
-  for (const auto& [id, state] : requests_) {
-    const core::Sequence* seq = scheduler_->find(id);
-    if (seq != nullptr && seq->in_decode()) ++load.num_decoding;
-    if (!state->output_tokens.empty()) continue;
-    const double age = seconds_between(state->submitted, now);
-    if (age < load.oldest_wait_s) continue;
-    load.oldest_wait_s = age;
-    load.oldest_prefill_left = seq ? seq->num_tokens() - seq->num_computed : int64_t(state->prompt_tokens.size());
-  }
-  scheduler_->set_token_budget(slo_->budget(load));
-}
-
 void EngineImpl::run_step() {
   propose_drafts();
-  if (slo_) set_slo_budget();
+  if (slo_) apply_slo_policy();
   core::BatchPlan plan = scheduler_->plan();
   scheduler_->commit(plan);
   if (!plan.preempted.empty()) {

@@ -52,13 +52,20 @@ std::vector<std::span<uint32_t>> EngineImpl::layout_masks(const core::BatchPlan&
 }
 
 void EngineImpl::fill_masks(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks) {
+  mask_rows_.clear();
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     if (masks[k].empty()) continue;
     const RequestState& state = *requests_.at(plan.seqs[k].seq_id);
     const std::span<const int32_t> stops =
         state.request.ignore_eos ? std::span<const int32_t>() : std::span<const int32_t>(eos_token_ids_);
-    vocab_index_->allowed(*state.matcher, stops, masks[k]);
+    mask_rows_.push_back({&*state.matcher, stops, masks[k]});
   }
+  if (mask_rows_.empty()) return;
+  if (!mask_filler_) {
+    const int32_t threads = config_.mask_threads > 0 ? config_.mask_threads : structured::default_mask_threads();
+    mask_filler_ = std::make_unique<structured::MaskFiller>(*vocab_index_, threads);
+  }
+  mask_filler_->fill(mask_rows_);
 }
 
 Expected<bool> EngineImpl::advance_schema(RequestState& state, int32_t token) {

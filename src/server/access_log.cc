@@ -10,12 +10,13 @@ namespace drift::server {
 
 namespace {
 
-const char* finish_name(FinishReason reason) {
-  switch (reason) {
+const char* finish_name(const Output& f) {
+  switch (f.finish_reason) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kCancelled: return "abort";
-    case FinishReason::kError: return "error";
+    // An unavailable error is SLO admission refusing the request: named apart so overload is easy to count.
+    case FinishReason::kError: return f.error.code() == StatusCode::kUnavailable ? "shed" : "error";
     case FinishReason::kNone: break;
   }
   return "none";
@@ -41,7 +42,7 @@ void add_output(AccessRecord& r, const Output& f) {
   r.completion_tokens += f.usage.completion_tokens;
   if (f.usage.completion_tokens > 0 && (r.ttft_s < 0 || f.timings.time_to_first_token_s < r.ttft_s))
     r.ttft_s = f.timings.time_to_first_token_s;
-  const std::string reason = finish_name(f.finish_reason);
+  const std::string reason = finish_name(f);
   if (("," + r.finish_reason + ",").find("," + reason + ",") == std::string::npos)
     r.finish_reason += (r.finish_reason.empty() ? "" : ",") + reason;
 }

@@ -22,7 +22,7 @@ struct AccessRecord {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   double ttft_s = -1.0;  // first token of the first choice; -1: no token came
   double total_s = 0.0;  // the call, from its arrival at the server
-  std::string finish_reason;  // of the choices, comma-joined when they differ ("stop", "length", "abort", ...)
+  std::string finish_reason;  // of the choices, comma-joined when they differ ("stop", "length", "abort", "shed", ...)
   std::string error;          // the error message sent, if any
 };
 

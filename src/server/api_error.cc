@@ -26,6 +26,7 @@ ApiError api_error_from_status(const Status& status) {
     case StatusCode::kResourceExhausted:
       return {429, "rate_limit_error", status.message(), {}};
     case StatusCode::kCancelled:
+    case StatusCode::kUnavailable:
       return {503, "service_unavailable_error", status.message(), {}};
     default:
       return {500, "server_error", status.message(), {}};

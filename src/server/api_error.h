@@ -27,7 +27,8 @@ ApiError not_found_error(std::string message, std::string param = {});
 ApiError unauthorized(std::string message);
 ApiError shutting_down();
 // Maps an engine refusal: invalid_argument/unsupported -> 400, not_found -> 404, resource_exhausted -> 429
-// (queue full: retry later), cancelled -> 503 (shutting down), anything else -> 500.
+// (queue full: retry later), cancelled -> 503 (shutting down), unavailable -> 503 (overloaded: SLO admission
+// shed it), anything else -> 500.
 ApiError api_error_from_status(const Status& status);
 
 nlohmann::ordered_json error_json(const ApiError& error);

@@ -117,6 +117,8 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
   e.counter("drift:generation_tokens_total", "Number of generation tokens processed.", double(m.generation_tokens_total));
   e.counter("drift:num_preemptions_total", "Cumulative number of preemptions from the engine.", double(m.num_preemptions_total));
   e.counter("drift:num_rejections_total", "Requests the engine refused after accepting them.", double(m.num_rejections_total));
+  e.counter("drift:num_requests_shed_total", "Requests refused by SLO admission control as unable to meet the TTFT target.",
+            double(m.num_requests_shed_total));
   e.labelled_counter("drift:request_success_total", "Count of finished requests by finish reason.", "finished_reason",
                      {{"stop", finished.stop}, {"length", finished.length}, {"abort", finished.abort}, {"error", finished.error}});
   e.histogram("drift:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.time_to_first_token_s);

@@ -89,21 +89,22 @@ void VocabIndex::index(const std::vector<std::pair<std::string_view, int32_t>>& 
     for (size_t w = 0; w < plain_upto_[k].size(); ++w) plain_upto_[k][w] |= plain_upto_[k - 1][w];
 }
 
-void VocabIndex::walk(const Trie& trie, const JsonMatcher& start, std::span<uint32_t> mask) const {
-  if (scratch_.size() < trie.max_depth + 1) scratch_.assign(trie.max_depth + 1, start);
-  scratch_[0] = start;
-  // An explicit stack so deep tokens cost no recursion.
-  std::vector<Visit>& stack = visits_;
-  stack.assign(1, Visit{0, 0, trie.nodes[0].edge_begin});
+void VocabIndex::walk(const Trie& trie, const JsonMatcher& start, std::span<uint32_t> mask, Scratch& scratch) const {
+  std::vector<JsonMatcher>& matchers = scratch.matchers;
+  if (matchers.size() < trie.max_depth + 1) matchers.assign(trie.max_depth + 1, start);
+  matchers[0] = start;
+  // An explicit stack (node, depth, next edge) so deep tokens cost no recursion.
+  std::vector<Scratch::Visit>& stack = scratch.visits;
+  stack.assign(1, Scratch::Visit{0, 0, trie.nodes[0].edge_begin});
   while (!stack.empty()) {
-    Visit& v = stack.back();
+    Scratch::Visit& v = stack.back();
     if (v.edge == trie.nodes[v.node].edge_end) {
       stack.pop_back();
       continue;
     }
     const Trie::Edge e = trie.edges[v.edge++];
-    JsonMatcher& next = scratch_[v.depth + 1];
-    next = scratch_[v.depth];
+    JsonMatcher& next = matchers[v.depth + 1];
+    next = matchers[v.depth];
     if (!next.advance(e.byte)) continue;
     const Trie::Node& child = trie.nodes[e.child];
     for (uint32_t t = child.token_begin; t < child.token_end; ++t) set_bit(mask, trie.tokens[t]);
@@ -111,15 +112,16 @@ void VocabIndex::walk(const Trie& trie, const JsonMatcher& start, std::span<uint
   }
 }
 
-void VocabIndex::allowed(const JsonMatcher& matcher, std::span<const int32_t> stop_ids, std::span<uint32_t> mask) const {
+void VocabIndex::allowed(const JsonMatcher& matcher, std::span<const int32_t> stop_ids, std::span<uint32_t> mask,
+                         Scratch& scratch) const {
   std::fill(mask.begin(), mask.end(), 0u);
   if (matcher.in_plain_string()) {
     const int64_t room = matcher.string_room();
     const size_t upto = room < 0 ? plain_upto_.size() - 1 : size_t(std::min<int64_t>(room, int64_t(plain_upto_.size()) - 1));
     std::copy(plain_upto_[upto].begin(), plain_upto_[upto].end(), mask.begin());
-    walk(special_, matcher, mask);
+    walk(special_, matcher, mask, scratch);
   } else {
-    walk(all_, matcher, mask);
+    walk(all_, matcher, mask, scratch);
   }
   if (matcher.can_end())
     for (int32_t id : stop_ids)

@@ -22,11 +22,26 @@ class VocabIndex {
   // From the token byte strings themselves (id = index; empty: never allowed), e.g. a synthetic vocabulary.
   VocabIndex(const std::vector<std::string>& token_bytes, int32_t vocab_size);
 
+  // allowed()'s working memory, kept between calls so a mask allocates nothing: one matcher per trie
+  // depth, and the walk's stack. The index itself is never written after construction, so threads may
+  // fill masks at once, each with its own Scratch (MaskFiller). A cache line of its own: the walk writes
+  // the stack's size at every step, and neighbouring Scratches of other threads would share its line.
+  class alignas(64) Scratch {
+   private:
+    friend class VocabIndex;
+    struct Visit {
+      uint32_t node, depth, edge;
+    };
+    std::vector<JsonMatcher> matchers;
+    std::vector<Visit> visits;
+  };
+
   int32_t vocab_size() const { return vocab_size_; }
   int32_t words() const { return (vocab_size_ + 31) / 32; }
   // Sets in `mask` (words() words, cleared first) the tokens that keep `matcher` valid, and the
   // `stop_ids` when the document may end there.
-  void allowed(const JsonMatcher& matcher, std::span<const int32_t> stop_ids, std::span<uint32_t> mask) const;
+  void allowed(const JsonMatcher& matcher, std::span<const int32_t> stop_ids, std::span<uint32_t> mask,
+               Scratch& scratch) const;
 
  private:
   struct Trie {
@@ -44,7 +59,7 @@ class VocabIndex {
     size_t max_depth = 0;
     void build(const std::vector<std::pair<std::string_view, int32_t>>& entries);
   };
-  void walk(const Trie& trie, const JsonMatcher& start, std::span<uint32_t> mask) const;
+  void walk(const Trie& trie, const JsonMatcher& start, std::span<uint32_t> mask, Scratch& scratch) const;
   void index(const std::vector<std::pair<std::string_view, int32_t>>& tokens);
 
   int32_t vocab_size_ = 0;
@@ -52,13 +67,6 @@ class VocabIndex {
   // plain_upto_[k]: the bitset of plain string-text tokens of at most k characters (the last: all of them),
   // so the in-string fast path is one copy.
   std::vector<std::vector<uint32_t>> plain_upto_;
-  // allowed()'s scratch, kept between calls so a mask allocates nothing (allowed() is not reentrant):
-  // one matcher per trie depth, and the walk's stack of (node, depth, next edge).
-  struct Visit {
-    uint32_t node, depth, edge;
-  };
-  mutable std::vector<JsonMatcher> scratch_;
-  mutable std::vector<Visit> visits_;
 };
 
 }  // namespace drift::structured

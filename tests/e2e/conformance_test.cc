@@ -2,9 +2,8 @@
 // official client: a port already in use, /v1/models/{id}, error codes as strings or null, the Bearer
 // scheme in any case, JSON-only bodies (415), and the access log's one line per call.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 
+#include "access_log_capture.h"
 #include "test_server.h"
 
 namespace drift::e2e {
@@ -96,30 +95,17 @@ TEST(ConformanceTest, AccessLogWritesOneLinePerCall) {
   // The first call creates the "access" logger; capture what it writes from the second on.
   ASSERT_EQ(get(server, "/health").status, 200);
   ASSERT_EQ(post_json(server, "/v1/completions", {{"prompt", "warm"}, {"max_tokens", 1}}).status, 200);
-  auto logger = spdlog::get("access");
-  ASSERT_NE(logger, nullptr);
-  auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
-  ring->set_pattern("%v");
-  logger->sinks().push_back(ring);
+  AccessLogCapture log;
+  ASSERT_TRUE(log.attached());
 
   const HttpReply ok = post_json(server, "/v1/completions", {{"prompt", "hello"}, {"max_tokens", 3}, {"ignore_eos", true}});
   ASSERT_EQ(ok.status, 200);
   const StreamReply streamed = post_stream(server, "/v1/completions",
                                            {{"prompt", "hello"}, {"max_tokens", 2}, {"ignore_eos", true}, {"stream", true}});
   ASSERT_TRUE(streamed.done);
-  // A stream's line is written when httplib releases it, just after the client saw [DONE]: wait for it
-  // before the next call, so the lines come in call order.
-  std::vector<std::string> lines;
-  const auto wait_for_lines = [&](size_t n) {
-    for (int i = 0; i < 500 && lines.size() < n; ++i) {
-      lines = ring->last_formatted();
-      if (lines.size() < n) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  };
-  wait_for_lines(2);
+  log.wait_for_lines(2);
   ASSERT_EQ(post_json(server, "/v1/completions", {{"prompt", 5}}).status, 400);
-  wait_for_lines(3);
-  logger->sinks().pop_back();
+  const std::vector<std::string> lines = log.wait_for_lines(3);
   ASSERT_EQ(lines.size(), 3u);
   const std::string id = ok.json["id"];
   EXPECT_EQ(lines[0].rfind(id + " \"POST /v1/completions\" 200 full prompt_tokens=", 0), 0u) << lines[0];

@@ -76,7 +76,8 @@ TEST(InfoTest, MetricsAreValidPrometheusTextAndMove) {
   expect_valid_exposition(before.body);
   for (const char* name : {"drift:num_requests_running", "drift:num_requests_waiting", "drift:kv_cache_usage_perc",
                            "drift:prefix_cache_queries_total", "drift:prefix_cache_hits_total", "drift:prompt_tokens_total",
-                           "drift:generation_tokens_total", "drift:num_preemptions_total", "drift:request_success_total",
+                           "drift:generation_tokens_total", "drift:num_preemptions_total", "drift:num_requests_shed_total",
+                           "drift:request_success_total",
                            "drift:time_to_first_token_seconds_count", "drift:time_per_output_token_seconds_count",
                            "drift:e2e_request_latency_seconds_count"})
     EXPECT_TRUE(metric_value(before.body, name).has_value()) << name;

@@ -41,8 +41,9 @@ void ScriptedEngine::answer(const std::string& id, const OutputCallback& on_outp
   Output last;
   last.request_id = id;
   last.finished = true;
-  last.finish_reason = FinishReason::kStop;
-  last.stop_reason = reply_.stop_reason;
+  last.finish_reason = reply_.error.ok() ? FinishReason::kStop : FinishReason::kError;
+  last.error = reply_.error;
+  last.stop_reason = reply_.error.ok() ? reply_.stop_reason : "";
   last.usage = {5, n, 0};
   on_output(last);
 }

@@ -1,7 +1,7 @@
 // ScriptedEngine: an Engine that answers every request with the same reply, a few bytes per output, so a
 // server test knows what the "model" says; the server code under test is the real one. It records the
 // prompts it gets, and can hold its reply at a point until the test releases it (to see that a stream
-// sends what came before without waiting for the end).
+// sends what came before without waiting for the end), or end in an error.
 #pragma once
 
 #include <condition_variable>
@@ -25,6 +25,7 @@ struct ScriptedReply {
   std::string stop_reason;     // the final output's (the stop token the engine left out of the text)
   // Before sending text from this byte on, wait for release() (at most a few seconds); npos: never.
   size_t hold_at = std::string::npos;
+  Status error;  // not ok: the reply, after its text, ends in this error (FinishReason::kError)
 };
 
 class ScriptedEngine final : public Engine {
@@ -34,7 +35,8 @@ class ScriptedEngine final : public Engine {
 
   Expected<std::string> submit(Request request, OutputCallback on_output) override;
   void cancel(const std::string&) override {}
-  EngineMetrics metrics() const override { return {}; }
+  EngineMetrics metrics() const override { return metrics_; }
+  void set_metrics(EngineMetrics metrics) { metrics_ = std::move(metrics); }
   const tokenizer::Tokenizer& tokenizer() const override { return *tokenizer_; }
   const EngineConfig& config() const override { return config_; }
   int32_t max_model_len() const override { return 256; }
@@ -54,6 +56,7 @@ class ScriptedEngine final : public Engine {
 
   ScriptedReply reply_;
   EngineConfig config_;
+  EngineMetrics metrics_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::mutex mu_;
   std::condition_variable released_cv_;

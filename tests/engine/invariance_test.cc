@@ -78,11 +78,13 @@ TEST(EngineInvariance, ChunkSizes1And7And64GiveTheSameOutput) {
 }
 
 // SLO-aware scheduling moves the step budget around from measured times; a tight TPOT target keeps it
-// small. The outputs do not move.
+// small, and a TTFT target no request can meet defers some of them behind others (shedding off, so all
+// run). The outputs do not move.
 TEST(EngineInvariance, SloAwareBudgetsGiveTheSameOutput) {
   EngineConfig c = fixture_engine_config();
   c.slo_tpot_ms = 0.05;
   c.slo_ttft_ms = 1.0;
+  c.slo_shed = false;
   EXPECT_EQ(batched(c), alone());
 }
 

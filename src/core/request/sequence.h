@@ -54,6 +54,7 @@ struct Sequence {
   int64_t admitted_order = 0;       // order of admissions; the latest admitted is preempted first
   int64_t waiting_since_step = 0;   // step at which it (re)entered the waiting queue
   bool abort_requested = false;
+  bool deferred = false;               // waiting, ordered behind every request that is not (Scheduler::defer)
   int32_t cache_namespace_id = 0;      // interned cache_namespace
   std::vector<uint64_t> block_hashes;  // chained hash of each full block of tokens
   std::vector<uint64_t> block_entries; // prefix-cache entry id of each full computed block seen; 0 = none

@@ -30,6 +30,7 @@ std::vector<bool> groups_checking_reservations(const KvConfig& kv) {
 }  // namespace
 
 bool Scheduler::WaitOrder::operator()(const Sequence* a, const Sequence* b) const {
+  if (a->deferred != b->deferred) return b->deferred;
   if (a->priority != b->priority) return a->priority < b->priority;
   bool a_resumes = a->status == SeqStatus::kPreempted;
   bool b_resumes = b->status == SeqStatus::kPreempted;
@@ -157,6 +158,19 @@ Status Scheduler::check_fits(const Sequence& seq) const {
 
 void Scheduler::set_token_budget(int32_t tokens) {
   token_budget_ = std::clamp(tokens, 1, config_.max_num_batched_tokens);
+}
+
+Status Scheduler::defer(SeqId id, bool deferred) {
+  Sequence* seq = find_mutable(id);
+  if (seq == nullptr || seq->leaving()) return not_found(fmt::format("defer: no waiting request {}", id));
+  if (seq->status != SeqStatus::kWaiting) return invalid_argument(fmt::format("defer: request {} has started", id));
+  if (seq->deferred == deferred) return Status::Ok();
+  // The flag is part of the queue's order: take the request out while it changes.
+  dequeue_waiting(*seq);
+  seq->deferred = deferred;
+  enqueue_waiting(*seq);
+  ++version_;
+  return Status::Ok();
 }
 
 Status Scheduler::abort(SeqId id) {

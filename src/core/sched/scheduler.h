@@ -54,6 +54,11 @@ class Scheduler {
   // whose plan lists it in finished_aborted.
   Status abort(SeqId id);
 
+  // SLO admission (slo_admission.h): a deferred request waits behind every waiting request that is not,
+  // whatever its priority; aging still puts it first once it has waited starvation_limit_steps. Only a
+  // request that never started can be deferred; a started one is no longer.
+  Status defer(SeqId id, bool deferred);
+
   BatchPlan plan() const;
   // Tokens the next plans may compute, at most max_num_batched_tokens (an SLO policy lowers it to keep
   // steps short); at least 1.
@@ -100,7 +105,7 @@ class Scheduler {
  private:
   class Planner;
 
-  // Waiting order: priority, then preempted before new, then policy, then arrival.
+  // Waiting order: deferred last, then priority, then preempted before new, then policy, then arrival.
   struct WaitOrder {
     SchedulePolicy policy;
     bool operator()(const Sequence* a, const Sequence* b) const;

@@ -68,6 +68,7 @@ void Scheduler::commit(const BatchPlan& plan) {
 void Scheduler::apply_admission(const BatchPlan::Admission& admission) {
   Sequence& seq = *admission.seq;
   dequeue_waiting(seq);
+  seq.deferred = false;  // a preempted request queues again by its priority
   seq.status = SeqStatus::kRunning;
   seq.admitted_order = next_admitted_order_++;
   running_.push_back(&seq);

@@ -19,6 +19,7 @@ TEST(TokenMask, EqualsTheBruteForceAlongRandomDocuments) {
   const std::vector<int32_t> stops = {1};
   std::mt19937 rng(7);
   std::vector<uint32_t> mask(size_t(index.words()));
+  VocabIndex::Scratch scratch;
   int states = 0;
   for (int i = 0; i < 80; ++i) {
     const Json schema = testing::random_schema(rng);
@@ -27,7 +28,7 @@ TEST(TokenMask, EqualsTheBruteForceAlongRandomDocuments) {
     const std::string doc = testing::random_document(compiled->root(), rng);
     JsonMatcher m(compiled->root(), 2);
     for (size_t pos = 0; pos <= doc.size(); ++pos) {
-      index.allowed(m, stops, mask);
+      index.allowed(m, stops, mask, scratch);
       ++states;
       for (int32_t id = 0; id < vocab; ++id) {
         bool expected = false;
@@ -40,7 +41,9 @@ TEST(TokenMask, EqualsTheBruteForceAlongRandomDocuments) {
         ASSERT_EQ(got, expected) << "token " << id << " '" << tok->token_bytes(id) << "' after '" << doc.substr(0, pos)
                                  << "' schema " << schema;
       }
-      if (pos < doc.size()) ASSERT_TRUE(m.advance(uint8_t(doc[pos])));
+      if (pos < doc.size()) {
+        ASSERT_TRUE(m.advance(uint8_t(doc[pos])));
+      }
     }
   }
   EXPECT_GT(states, 300);
