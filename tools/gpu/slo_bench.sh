@@ -6,6 +6,7 @@
 # 503 / error chunk that the client counts as failed). Each is driven by `drift bench serve --goodput` at
 # rising request rates. Prints one row per (policy, rate); logs and JSON in $OUT.
 # Usage: tools/gpu/slo_bench.sh [TPOT_MS TTFT_MS [rates...]]   (default: 25 1000, rates 16 24 32 40)
+#        POLICIES="slo slo+shed" tools/gpu/slo_bench.sh ...      runs only those policies
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
@@ -20,7 +21,7 @@ trap 'kill -9 $SERVER_PID 2>/dev/null' EXIT
 echo "SLO: TTFT <= $ttft ms, TPOT <= $tpot ms; prompts 512 tokens, 128 output tokens"
 echo "| policy | rate (req/s) | prompts | goodput (req/s) | req/s done | shed | TTFT mean / p99 ms | TPOT mean / p99 ms |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-for policy in fixed slo slo+shed; do
+for policy in ${POLICIES:-fixed slo slo+shed}; do
   args=()
   [ "$policy" = slo ] && args=(--slo-tpot-ms "$tpot" --slo-ttft-ms "$ttft" --slo-shed off)
   [ "$policy" = slo+shed ] && args=(--slo-tpot-ms "$tpot" --slo-ttft-ms "$ttft" --slo-shed on)
