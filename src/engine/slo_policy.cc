@@ -31,7 +31,10 @@ void EngineImpl::apply_slo_policy() {
   scheduler_->set_token_budget(slo_->budget(load));
   if (!slo_admission_) return;
   work.num_decoding = load.num_decoding;
-  work.step_tokens = scheduler_->token_budget();
+  // Judged at the largest step, not at this step's TPOT-capped budget: the budget rises to rescue a waiting
+  // prefill's TTFT (SloBudget::budget), so the capped one predicts misses that do not happen, and a request
+  // judged late waits behind every newer arrival. Late, then, means that no budget makes the target.
+  work.step_tokens = config_.max_num_batched_tokens;
   apply_slo_verdicts(slo_admission_->judge(*slo_, work, waiting), waiting);
 }
 

@@ -39,7 +39,7 @@ struct SloWaiting {
 struct SloWork {
   int64_t tokens_ahead = 0;  // started prefills still to compute: running prefills, resumed requests' recompute
   int32_t num_decoding = 0;  // decodes sharing every step
-  int32_t step_tokens = 1;   // the step's token budget (Scheduler::token_budget)
+  int32_t step_tokens = 1;   // tokens a step computes at most when a prefill needs them
 };
 
 struct SloShed {
