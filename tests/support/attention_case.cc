@@ -5,6 +5,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "base/check.h"
+
 namespace drift::testing {
 
 namespace {
@@ -54,6 +56,20 @@ std::vector<float> normal_values(size_t n, float stddev, std::mt19937_64& rng) {
     std::memcpy(&x, &bits, 4);
   }
   return v;
+}
+
+template <class T>
+backend::Buffer upload(backend::Ops& ops, DType dtype, const std::vector<T>& v, std::initializer_list<int64_t> shape) {
+  backend::Buffer b = ops.alloc(dtype, shape);
+  if (!v.empty()) ops.copy_from_host(b.view, v.data());
+  return b;
+}
+
+// The cache as BF16 words (the values are already bf16-exact; NaN stays NaN).
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = f32_to_bf16(v[i]);
+  return out;
 }
 
 }  // namespace
@@ -196,6 +212,53 @@ backend::PagedAttentionParams KeyBuffers::params(const KeyCase& c, const KeyInpu
   p.scale = in.scale;
   p.sliding_window = c.sliding_window;
   return p;
+}
+
+std::pair<KeyCase, KeyInputs> copy_of_blocks(const KeyCase& c, const KeyInputs& in, const std::vector<int32_t>& listed) {
+  const KeySeq& s = c.seqs.at(0);
+  const int32_t bs = int32_t(c.block_size), last_fill = s.context_len - listed.back() * bs;
+  DRIFT_CHECK(c.seqs.size() == 1 && last_fill > 0 && last_fill <= bs, "copy_of_blocks: one sequence, ending in the last block");
+  KeyCase copy = c;
+  copy.name = c.name + "_copy";
+  copy.seqs[0] = KeySeq{.context_len = int32_t(listed.size() - 1) * bs + last_fill, .num_new = s.num_new, .parents = s.parents};
+  copy.explicit_positions = false;  // the copy's positions are compacted; the chain's derived ones are too
+  std::mt19937_64 rng(1);
+  KeyInputs copied = build_inputs(copy, rng);
+  copied.q = in.q;
+  copied.sinks = in.sinks;
+  const int64_t block_elems = bs * c.num_kv_heads * c.head_dim;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const int64_t from = int64_t(in.full_tables[0][size_t(listed[i])]) * block_elems;
+    const int64_t to = int64_t(copied.full_tables[0][i]) * block_elems;
+    std::copy_n(in.k_cache.begin() + from, block_elems, copied.k_cache.begin() + to);
+    std::copy_n(in.v_cache.begin() + from, block_elems, copied.v_cache.begin() + to);
+  }
+  return {copy, copied};
+}
+
+std::vector<float> run_cpu_attention(const KeyCase& c, const KeyInputs& in, DType cache_dtype) {
+  auto ops = backend::make_cpu_ops();
+  const int64_t t = in.num_tokens, h = c.num_heads, d = c.head_dim, hk = c.num_kv_heads;
+  KeyBuffers b;
+  b.q = upload(*ops, DType::kF32, in.q, {t, h, d});
+  const std::initializer_list<int64_t> cache_shape{in.num_blocks, c.block_size, hk, d};
+  b.k_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.k_cache), cache_shape)
+                                          : upload(*ops, DType::kF32, in.k_cache, cache_shape);
+  b.v_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.v_cache), cache_shape)
+                                          : upload(*ops, DType::kF32, in.v_cache, cache_shape);
+  b.block_tables = upload(*ops, DType::kI32, in.block_tables, {in.num_seqs, in.width});
+  b.query_start = upload(*ops, DType::kI32, in.query_start, {in.num_seqs + 1});
+  b.context_lens = upload(*ops, DType::kI32, in.context_lens, {in.num_seqs});
+  b.q_positions = upload(*ops, DType::kI32, in.q_positions, {t});
+  b.tree_mask = upload(*ops, DType::kU32, in.tree_mask, {t, std::max<int64_t>(in.mask_words, 1)});
+  b.block_positions = upload(*ops, DType::kI32, in.block_positions, {in.num_seqs, in.width});
+  b.view_blocks = upload(*ops, DType::kI32, in.view_blocks, {in.num_seqs});
+  b.sinks = upload(*ops, DType::kF32, in.sinks, {h});
+  b.out = ops->alloc(DType::kF32, {t, h, d});
+  std::fill_n(b.out.view.data_as<float>(), b.out.view.numel(), NAN);
+  const backend::PagedAttentionParams p = b.params(c, in);
+  ops->paged_attention(p);
+  return std::vector<float>(b.out.view.data_as<float>(), b.out.view.data_as<float>() + b.out.view.numel());
 }
 
 std::vector<float> reference_attention(const KeyCase& c, const KeyInputs& in) {

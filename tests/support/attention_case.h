@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/ops.h"
@@ -57,6 +58,13 @@ struct KeyBuffers {
   // The op's parameters: optional inputs only where the case uses them.
   backend::PagedAttentionParams params(const KeyCase& c, const KeyInputs& in) const;
 };
+// A case whose cache holds only the `listed` logical blocks (ascending) of `c`'s single sequence, copied
+// into a plain table, with the same queries and sinks: what attention over a view of those blocks must
+// equal. The last listed block must be the sequence's last and the others full, so positions compact.
+std::pair<KeyCase, KeyInputs> copy_of_blocks(const KeyCase& c, const KeyInputs& in, const std::vector<int32_t>& listed);
+// The CPU backend's paged attention on the case's inputs: out [T, H, D], the caches stored as
+// `cache_dtype` (F32 or BF16; the values are bf16-exact, so both hold the same numbers).
+std::vector<float> run_cpu_attention(const KeyCase& c, const KeyInputs& in, DType cache_dtype = DType::kF32);
 // out [T, H, D] from the description: keys by the rules (window, tree ancestors, view), exact softmax.
 std::vector<float> reference_attention(const KeyCase& c, const KeyInputs& in);
 
