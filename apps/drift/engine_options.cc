@@ -52,6 +52,19 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd.add_option("--spec-ngram-max", c.speculative.ngram_max, "Longest n-gram prompt lookup matches")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd.add_option("--specpv-min-context", c.specpv.min_context,
+                 "SpecPV: verify drafts of sequences this long against part of their KV (0: off; cpu only)")
+      ->check(at_least(0))->capture_default_str();
+  cmd.add_option("--specpv-refresh", c.specpv.refresh, "SpecPV: verify steps per full verification (1: exact)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd.add_option("--specpv-sink", c.specpv.sink, "SpecPV: first tokens always read")->check(at_least(0))->capture_default_str();
+  cmd.add_option("--specpv-retrieval", c.specpv.retrieval, "SpecPV: tokens of the retrieved blocks")
+      ->check(at_least(0))->capture_default_str();
+  cmd.add_option("--specpv-window", c.specpv.window, "SpecPV: newest tokens read before the buffer")
+      ->check(at_least(0))->capture_default_str();
+  cmd.add_option("--specpv-buffer", c.specpv.buffer,
+                 "SpecPV: tokens accepted between full verifications, besides the step's drafts")
+      ->check(at_least(0))->capture_default_str();
   cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's; above it: the model's, with a warning)")
       ->check(at_least(0))->capture_default_str();
   cmd.add_option("--max-num-seqs", c.max_num_seqs, "Sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();

@@ -55,6 +55,9 @@ void print_speculation(const EngineMetrics& m) {
                long(m.spec_decode_num_drafts), long(m.spec_decode_num_accepted_tokens),
                long(m.spec_decode_num_draft_tokens), 100.0 * double(m.spec_decode_num_accepted_tokens) / drafted,
                1.0 + double(m.spec_decode_num_accepted_tokens) / double(m.spec_decode_num_drafts));
+  if (m.spec_decode_num_partial_verifies + m.spec_decode_num_full_verifies > 0)
+    std::fprintf(stderr, "drift: specpv: %ld partial and %ld full verify steps\n", long(m.spec_decode_num_partial_verifies),
+                 long(m.spec_decode_num_full_verifies));
 }
 
 void run_generate(GenerateOptions& o) {

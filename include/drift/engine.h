@@ -26,6 +26,19 @@ struct SpeculativeConfig {
   int32_t ngram_min = 1, ngram_max = 4;   // n-gram sizes prompt lookup matches, longest first
 };
 
+// SpecPV (issue 15; src/core/README.md): a verify step of a sequence at least min_context tokens long
+// attends to part of its KV (sink, retrieval, window and buffer blocks of its block table; nothing is
+// copied), and every `refresh`-th verify step, or when more than `buffer` tokens were accepted since the
+// last full one, attends to all of it. Budgets are tokens. Needs a speculative method; CPU backend only.
+struct SpecPvConfig {
+  int32_t min_context = 0;   // 0: off
+  int32_t refresh = 8;       // verify steps per full verification; 1: every step full (exact)
+  int32_t sink = 32, retrieval = 4096, window = 128;
+  int32_t buffer = 20;       // plus the step's draft tokens
+
+  bool enabled() const { return min_context > 0; }
+};
+
 enum class AdmissionPolicy { kGuaranteed, kOptimistic };
 enum class SchedulingPolicy { kFcfs, kSmallFirst };
 
@@ -71,6 +84,7 @@ struct EngineConfig {
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
   SpeculativeConfig speculative;
+  SpecPvConfig specpv;
   // Called while the weights load: bytes read so far and in all (the CLI draws a progress line).
   std::function<void(size_t loaded, size_t total)> load_progress;
 
@@ -111,6 +125,8 @@ struct EngineMetrics {
   // drafts accepted, and accepted drafts by position in their draft (index 0: the first draft).
   int64_t spec_decode_num_drafts = 0, spec_decode_num_draft_tokens = 0, spec_decode_num_accepted_tokens = 0;
   std::vector<int64_t> spec_decode_num_accepted_tokens_per_pos;
+  // SpecPV: verify steps that read part of the KV, and those of SpecPV sequences that read all of it.
+  int64_t spec_decode_num_partial_verifies = 0, spec_decode_num_full_verifies = 0;
   Histogram time_to_first_token_s, time_per_output_token_s, e2e_request_latency_s, tokens_per_step;
 };
 

@@ -47,6 +47,23 @@ const std::vector<double> kTokensPerStepBuckets = {1, 8, 16, 32, 64, 128, 256, 5
 // Positions are int32 on every path (block tables, kernels); one below 2^31 leaves room for the next token.
 constexpr int64_t kMaxServedPositions = (int64_t(1) << 31) - 2;
 
+Status check_specpv(const EngineConfig& config) {
+  const SpecPvConfig& pv = config.specpv;
+  if (pv.min_context < 0) return invalid_argument(fmt::format("specpv min_context must not be negative (0: off), got {}", pv.min_context));
+  if (!pv.enabled()) return Status::Ok();
+  if (config.speculative.method.empty())
+    return invalid_argument("SpecPV (specpv min_context > 0) verifies drafts: it needs a speculative method (--speculative ngram)");
+  // The attention kernels read views on both backends, but only the CPU path is tested end to end; the
+  // device bounds and scoring are later work (issue 15).
+  if (config.device != "cpu")
+    return unsupported(fmt::format("SpecPV runs on the cpu backend only for now, not on '{}'", config.device));
+  if (pv.refresh < 1 || pv.sink < 0 || pv.retrieval < 0 || pv.window < 0 || pv.buffer < 0)
+    return invalid_argument(fmt::format("specpv refresh must be at least 1 and its budgets not negative, got refresh {}, "
+                                        "sink {}, retrieval {}, window {}, buffer {}",
+                                        pv.refresh, pv.sink, pv.retrieval, pv.window, pv.buffer));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute) {
@@ -80,6 +97,7 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
   if (!spec.method.empty() && (spec.num_tokens < 1 || spec.num_tokens > 64 || spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min))
     return invalid_argument(fmt::format("speculative num_tokens must be in 1..64 and 1 <= ngram_min <= ngram_max, got {}, {}..{}",
                                         spec.num_tokens, spec.ngram_min, spec.ngram_max));
+  DRIFT_RETURN_IF_ERROR(check_specpv(config));
   DRIFT_RETURN_IF_ERROR(e->load(config));
   DRIFT_RETURN_IF_ERROR(e->size_kv_cache());
   DRIFT_RETURN_IF_ERROR(e->build_loop_parts());
@@ -196,6 +214,7 @@ Status EngineImpl::build_loop_parts() {
                                   .blocks_total = kv_blocks_[g]});
     metrics_.kv_blocks_total += kv_blocks_[g];
   }
+  if (config.specpv.enabled()) specpv_.emplace(config.specpv, kv_specs_, config.block_size);
   metrics_.spec_decode_num_accepted_tokens_per_pos.assign(size_t(std::max(config.speculative.num_tokens, 0)), 0);
   return Status::Ok();
 }
@@ -352,6 +371,7 @@ void EngineImpl::finish(int64_t seq_id, FinishReason reason, std::string stop_re
   auto it = requests_.find(seq_id);
   if (it == requests_.end()) return;
   RequestState& state = *it->second;
+  if (specpv_) specpv_->forget(seq_id);
   if (reason == FinishReason::kStop || reason == FinishReason::kLength)
     (void)scheduler_->finish(seq_id, reason == FinishReason::kStop ? core::FinishReason::kStop : core::FinishReason::kLength);
   const auto now = Clock::now();

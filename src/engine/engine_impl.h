@@ -16,6 +16,7 @@
 #include "core/sched/slo_budget.h"
 #include "drift/engine.h"
 #include "engine/request_state.h"
+#include "engine/specpv_planner.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
 #include "spec/proposer.h"
@@ -54,7 +55,9 @@ class EngineImpl final : public Engine {
   void propose_drafts();
   // Samples every logits row of the step (one per sampling sequence, 1 + drafts for a verify): on the
   // device where the backend samples, else on the host.
-  Expected<std::vector<sample::SampleResult>> sample_step(const core::BatchPlan& plan);
+  // `views`: SpecPV's partial views of the step (runner::ModelRunner::PlanViews).
+  Expected<std::vector<sample::SampleResult>> sample_step(const core::BatchPlan& plan,
+                                                          runner::ModelRunner::PlanViews views);
   // The output tokens row `j` of a sequence's logits rows sees (its drafts before j count as output).
   std::span<const int32_t> row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j);
   // Verifies a sequence's drafts against its sampled rows, rolls back the rejected ones and accepts the rest.
@@ -92,6 +95,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<runner::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
+  std::optional<SpecPvPlanner> specpv_;        // SpecPV on (EngineConfig::specpv)
 
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;

@@ -36,6 +36,8 @@ void EngineImpl::run_step() {
     metrics_.num_preemptions_total += int64_t(plan.preempted.size());
     for (int64_t id : plan.preempted) trace::record(trace::Event::kPreempt, id);
   }
+  // A preempted sequence recomputes its KV in full, so its SpecPV anchor starts over.
+  if (specpv_) for (int64_t id : plan.preempted) specpv_->forget(id);
   if (plan.seqs.empty()) {
     refresh_gauges();
     // Nothing fits now: wait for a cancellation or a new request rather than spin.
@@ -54,7 +56,14 @@ void EngineImpl::run_step() {
   }
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
   const auto step_start = Clock::now();
-  auto picked = sample_step(plan);
+  const std::vector<std::vector<core::PartialView>> views = specpv_ ? specpv_->plan_views(plan)
+                                                                     : std::vector<std::vector<core::PartialView>>();
+  if (specpv_) {
+    std::lock_guard lock(metrics_mu_);
+    metrics_.spec_decode_num_partial_verifies = specpv_->num_partial();
+    metrics_.spec_decode_num_full_verifies = specpv_->num_full();
+  }
+  auto picked = sample_step(plan, views);
   if (slo_) slo_->observe(plan.num_tokens, seconds_between(step_start, Clock::now()));
   if (!picked.ok()) {
     trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
@@ -116,7 +125,8 @@ std::span<const int32_t> EngineImpl::row_outputs(const RequestState& state, cons
   return out;
 }
 
-Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::BatchPlan& plan) {
+Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::BatchPlan& plan,
+                                                                    runner::ModelRunner::PlanViews views) {
   row_outputs_.clear();
   size_t num_rows = 0;
   for (const core::ScheduledSeq& s : plan.seqs) num_rows += size_t(runner::ModelRunner::num_logits(s));
@@ -134,11 +144,11 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
   if (runner_->samples_on_device()) {
     // The backend samples where the logits are; only the chosen tokens come back.
     DRIFT_ASSIGN_OR_RETURN(std::span<const sample::SampleResult> picked,
-                           runner_->step_and_sample(plan, rows, [&] { fill_masks(plan, masks); }));
+                           runner_->step_and_sample(plan, rows, [&] { fill_masks(plan, masks); }, views));
     return std::vector<sample::SampleResult>(picked.begin(), picked.end());
   }
   fill_masks(plan, masks);
-  DRIFT_ASSIGN_OR_RETURN(std::span<const float> logits, runner_->step(plan));
+  DRIFT_ASSIGN_OR_RETURN(std::span<const float> logits, runner_->step(plan, views));
   const size_t vocab = size_t(model_->vocab_size());
   std::vector<float> row(vocab);
   std::vector<sample::SampleResult> picked;

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <numeric>
 
 #include <fmt/format.h>
+
+#include "base/check.h"
 
 namespace drift::runner {
 
@@ -61,6 +64,26 @@ Status check_tree(const SeqStep& seq, int32_t s, int32_t max_model_len) {
   return Status::Ok();
 }
 
+// A sequence's views: one per KV group, each ascending within its table and ending at the block of its
+// last token, so the new tokens see themselves.
+Status check_views(const SeqStep& seq, int32_t s, int32_t block_size) {
+  if (seq.views.empty()) return Status::Ok();
+  if (seq.views.size() != seq.block_tables.size())
+    return invalid_argument(fmt::format("sequence {} has {} views for {} KV groups", s, seq.views.size(),
+                                        seq.block_tables.size()));
+  const int32_t last = (seq.num_computed + seq.num_new - 1) / block_size;
+  for (const core::PartialView& v : seq.views) {
+    if (v.size() == 0) continue;
+    const auto& pos = v.block_positions;
+    const bool ascending = std::adjacent_find(pos.begin(), pos.end(), std::greater_equal<>()) == pos.end();
+    if (v.block_positions.size() != v.block_ids.size() || !ascending || v.block_positions.front() < 0 ||
+        v.block_positions.back() != last)
+      return invalid_argument(fmt::format("sequence {}: a view of {} blocks must ascend and end at block {}", s,
+                                          v.size(), last));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerConfig& config,
@@ -76,7 +99,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
   buckets_.push_back(largest);
   row_index_.resize(size_t(t));
   std::iota(row_index_.begin(), row_index_.end(), 0);
-  const int64_t arena = layout(t, s, t, max_blocks_per_seq_, max_mask_words_).size;
+  const int64_t arena = layout(t, s, t, max_blocks_per_seq_, max_mask_words_, true).size;
   staging_ = ops.alloc_host(DType::kI32, {arena});
   inputs_ = ops.alloc(DType::kI32, {arena});
   logits_ = ops.alloc(DType::kF32, {t, model.vocab_size()});
@@ -87,7 +110,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
 }
 
 ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width,
-                                        int32_t mask_words) const {
+                                        int32_t mask_words, bool views) const {
   Layout l;
   l.num_tokens = num_tokens;
   l.num_seqs = num_seqs;
@@ -109,6 +132,9 @@ ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, in
   l.slot_mapping = take(groups * num_tokens);
   l.block_tables = take(groups * int64_t(num_seqs) * width);
   l.tree_mask = take(int64_t(num_tokens) * mask_words);
+  l.views = views;
+  l.block_positions = take(views ? groups * int64_t(num_seqs) * width : 0);
+  l.view_blocks = take(views ? groups * num_seqs : 0);
   l.size = at;
   return l;
 }
@@ -149,6 +175,8 @@ Expected<ModelRunner::StepShape> ModelRunner::check(std::span<const SeqStep> seq
       previous = i;
     }
     DRIFT_RETURN_IF_ERROR(check_tree(seq, s, config_.max_model_len));
+    DRIFT_RETURN_IF_ERROR(check_views(seq, s, bs));
+    shape.views = shape.views || !seq.views.empty();
     if (!seq.tree_mask.empty()) shape.mask_words = std::max(shape.mask_words, mask_words_for(seq.num_new));
     const int32_t logits = count_logit_rows(seq);
     shape.num_tokens += seq.num_new;
@@ -203,9 +231,32 @@ void ModelRunner::pack(std::span<const SeqStep> seqs, const Layout& l) {
     for (size_t g = 0; g < num_groups; ++g)
       std::copy_n(seq.block_tables[g].begin(), (end + bs - 1) / bs,
                   h + l.block_tables + (int64_t(g) * l.num_seqs + int64_t(s)) * l.width);
+    if (l.views) pack_views(seq, int32_t(s), l);
     h[l.query_start + int64_t(s) + 1] = row;
     h[l.context_lens + int64_t(s)] = end;
     for_each_logit_row(seq, [&](int32_t i) { h[l.logits_rows + logits_row++] = first_row + i; });
+  }
+}
+
+// A view step's view rows of sequence s, per group: its view (over the block-table row pack() wrote), or
+// the identity over its whole table when it reads all of it.
+void ModelRunner::pack_views(const SeqStep& seq, int32_t s, const Layout& l) {
+  const int32_t bs = config_.block_size;
+  int32_t* h = staging_.view.data_as<int32_t>();
+  for (int32_t g = 0; g < config_.num_kv_groups(); ++g) {
+    const int64_t row = int64_t(g) * l.num_seqs + s;
+    int32_t* table = h + l.block_tables + row * l.width;
+    int32_t* positions = h + l.block_positions + row * l.width;
+    const core::PartialView* view = seq.views.empty() ? nullptr : &seq.views[size_t(g)];
+    if (view != nullptr && view->size() > 0) {
+      std::copy(view->block_ids.begin(), view->block_ids.end(), table);
+      std::copy(view->block_positions.begin(), view->block_positions.end(), positions);
+      h[l.view_blocks + row] = view->size();
+    } else {
+      const int32_t blocks = (seq.num_computed + seq.num_new + bs - 1) / bs;
+      std::iota(positions, positions + blocks, 0);
+      h[l.view_blocks + row] = blocks;
+    }
   }
 }
 
@@ -241,11 +292,18 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
   ctx.num_logits = l.num_logits;
   ctx.token_ids = part(l.token_ids, l.num_tokens);
   ctx.positions = part(l.positions, l.num_tokens);
-  for (int64_t g = 0; g < config_.num_kv_groups(); ++g)
-    ctx.kv_groups.push_back(
-        {.slot_mapping = part(l.slot_mapping + g * l.num_tokens, l.num_tokens),
-         .block_tables = part(l.block_tables + g * l.num_seqs * l.width, int64_t(l.num_seqs) * l.width)
-                             .view({l.num_seqs, l.width})});
+  for (int64_t g = 0; g < config_.num_kv_groups(); ++g) {
+    model::KvGroupContext kv{
+        .slot_mapping = part(l.slot_mapping + g * l.num_tokens, l.num_tokens),
+        .block_tables = part(l.block_tables + g * l.num_seqs * l.width, int64_t(l.num_seqs) * l.width)
+                            .view({l.num_seqs, l.width})};
+    if (l.views) {
+      kv.block_positions = part(l.block_positions + g * l.num_seqs * l.width, int64_t(l.num_seqs) * l.width)
+                               .view({l.num_seqs, l.width});
+      kv.view_blocks = part(l.view_blocks + g * l.num_seqs, l.num_seqs);
+    }
+    ctx.kv_groups.push_back(kv);
+  }
   ctx.query_start = part(l.query_start, l.num_seqs + 1);
   ctx.context_lens = part(l.context_lens, l.num_seqs);
   ctx.logits_rows = part(l.logits_rows, l.num_logits);
@@ -259,11 +317,13 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
 
 Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow_graph) {
   DRIFT_ASSIGN_OR_RETURN(const StepShape shape, check(seqs));
-  int32_t bucket = allow_graph && shape.uniform_new > 0 ? decode_bucket(shape.num_seqs) : 0;
+  // A view step runs directly: graphs are captured without views.
+  int32_t bucket = allow_graph && shape.uniform_new > 0 && !shape.views ? decode_bucket(shape.num_seqs) : 0;
   if (int64_t(bucket) * shape.uniform_new > config_.max_num_tokens) bucket = 0;  // the padded step would not fit
   const Layout l = bucket > 0 ? layout(bucket * shape.uniform_new, bucket, bucket * shape.uniform_logits, shape.width,
                                        shape.mask_words)
-                              : layout(shape.num_tokens, shape.num_seqs, shape.num_logits, shape.width, shape.mask_words);
+                              : layout(shape.num_tokens, shape.num_seqs, shape.num_logits, shape.width, shape.mask_words,
+                                       shape.views);
   pack(seqs, l);
   if (bucket > 0) pack_padding(shape.num_seqs, shape.uniform_new, shape.uniform_logits, l);
   ops_.copy_from_host(inputs_.view.slice(0, l.size), staging_.view.data);
@@ -319,24 +379,30 @@ int32_t ModelRunner::num_logits(const core::ScheduledSeq& s) {
   return std::min(s.num_new, 1 + s.seq->num_draft_tokens);
 }
 
-std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan) {
+std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan, PlanViews views) {
+  DRIFT_CHECK(views.empty() || views.size() == plan.seqs.size(), "runner: {} views for {} sequences", views.size(),
+              plan.seqs.size());
   plan_steps_.clear();
-  for (const core::ScheduledSeq& s : plan.seqs) {
+  for (size_t k = 0; k < plan.seqs.size(); ++k) {
+    const core::ScheduledSeq& s = plan.seqs[k];
     const int32_t logits = num_logits(s);
     SeqStep step{.tokens = s.seq->tokens, .num_computed = s.num_computed, .num_new = s.num_new,
                  .block_tables = s.seq->block_tables};
     step.logit_rows = std::span<const int32_t>(row_index_).subspan(size_t(s.num_new - logits), size_t(logits));
+    if (!views.empty()) step.views = views[k];
     plan_steps_.push_back(step);
   }
   return plan_steps_;
 }
 
-Expected<std::span<const float>> ModelRunner::step(const core::BatchPlan& plan) { return step(rows_of(plan)); }
+Expected<std::span<const float>> ModelRunner::step(const core::BatchPlan& plan, PlanViews views) {
+  return step(rows_of(plan, views));
+}
 
 Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
     const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
-    const std::function<void()>& while_running) {
-  return step_and_sample(rows_of(plan), sampling, while_running);
+    const std::function<void()>& while_running, PlanViews views) {
+  return step_and_sample(rows_of(plan, views), sampling, while_running);
 }
 
 }  // namespace drift::runner

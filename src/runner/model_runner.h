@@ -24,6 +24,7 @@
 
 #include "backend/ops.h"
 #include "core/sched/batch_plan.h"
+#include "core/spec/partial_view.h"
 #include "model/model.h"
 #include "sample/device_sampler.h"
 
@@ -60,6 +61,9 @@ struct SeqStep {
   // Both empty: the new tokens are a chain at positions num_computed, num_computed + 1, ...
   std::span<const int32_t> positions;
   std::span<const uint32_t> tree_mask;
+  // SpecPV: per KV group, the subset of the block table attention reads (a view with no blocks: the
+  // whole table). Empty: every group reads its whole table. Such a step never replays a graph.
+  std::span<const core::PartialView> views;
 };
 
 class ModelRunner {
@@ -81,10 +85,13 @@ class ModelRunner {
 
   // The same for a scheduled step: each sequence's new tokens, and logits rows for those that sample
   // (samples): its last new token's, or with drafts the last verified token's and each draft's.
-  Expected<std::span<const float>> step(const core::BatchPlan& plan);
+  // `views` (SpecPV): empty, or one entry per plan.seqs, each SeqStep::views of that sequence.
+  using PlanViews = std::span<const std::vector<core::PartialView>>;
+  Expected<std::span<const float>> step(const core::BatchPlan& plan, PlanViews views = {});
   Expected<std::span<const sample::SampleResult>> step_and_sample(const core::BatchPlan& plan,
                                                                   std::span<const sample::RowSampling> sampling,
-                                                                  const std::function<void()>& while_running = {});
+                                                                  const std::function<void()>& while_running = {},
+                                                                  PlanViews views = {});
   // Logits rows a scheduled sequence gets: 0, 1, or 1 + its drafts.
   static int32_t num_logits(const core::ScheduledSeq& s);
 
@@ -105,6 +112,7 @@ class ModelRunner {
     int32_t mask_words = 0;    // tree-mask words per token; 0: every sequence a chain
     int32_t uniform_new = 0;   // when every sequence has this many new tokens and uniform_logits rows; else 0
     int32_t uniform_logits = 0;
+    bool views = false;        // some sequence reads a view (SpecPV)
   };
   // Where each input of a step sits in the packed int32 arenas (host staging and device).
   struct Layout {
@@ -113,23 +121,27 @@ class ModelRunner {
     int64_t slot_mapping = 0;  // group g's [num_tokens] at slot_mapping + g * num_tokens
     int64_t block_tables = 0;  // group g's [num_seqs, width] at block_tables + g * num_seqs * width
     int64_t tree_mask = 0;     // [num_tokens, mask_words] uint32 bits
+    bool views = false;        // with views, per group g: block_positions [num_seqs, width], view_blocks [num_seqs]
+    int64_t block_positions = 0, view_blocks = 0;
     int64_t size = 0;
   };
   // A captured step's shape: (bucket, new tokens per sequence, logits per sequence, width, mask words).
   using GraphKey = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>;
 
-  Layout layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width, int32_t mask_words) const;
+  Layout layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width, int32_t mask_words,
+                bool views = false) const;
   // The smallest decode graph bucket holding num_seqs sequences; 0 when there is none.
   int32_t decode_bucket(int32_t num_seqs) const;
   Expected<StepShape> check(std::span<const SeqStep> seqs) const;
   void pack(std::span<const SeqStep> seqs, const Layout& l);
+  void pack_views(const SeqStep& seq, int32_t s, const Layout& l);
   void pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32_t logits_per_seq, const Layout& l);
   model::ForwardContext context(const Layout& l) const;
   // Checks, packs and uploads the step's inputs and runs the forward (from a graph when allowed and the
   // step is uniform). The step's logits rows are then rows [0, n) of logits_; returns n.
   Expected<int32_t> forward(std::span<const SeqStep> seqs, bool allow_graph);
   // The SeqStep rows of a scheduled step (into plan_steps_).
-  std::span<const SeqStep> rows_of(const core::BatchPlan& plan);
+  std::span<const SeqStep> rows_of(const core::BatchPlan& plan, PlanViews views);
 
   model::Model& model_;
   backend::Ops& ops_;

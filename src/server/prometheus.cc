@@ -137,6 +137,10 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
             double(m.spec_decode_num_accepted_tokens));
   e.position_counter("drift:spec_decode_num_accepted_tokens_per_pos_total", "Drafted tokens accepted, by position in the draft.",
                      m.spec_decode_num_accepted_tokens_per_pos);
+  e.counter("drift:spec_decode_num_partial_verifies_total", "SpecPV verify steps that read part of the KV cache.",
+            double(m.spec_decode_num_partial_verifies));
+  e.counter("drift:spec_decode_num_full_verifies_total", "SpecPV verify steps that read all of the KV cache (refreshes).",
+            double(m.spec_decode_num_full_verifies));
   return e.take();
 }
 

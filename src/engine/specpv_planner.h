@@ -1,0 +1,58 @@
+// SpecPvPlanner: which verify steps read a partial view of their sequence's KV (SpecPV, issue 15), and
+// the views they read. The engine asks it once per step, after commit() fixed the block tables; the
+// runner packs the views into the attention ops' block-table views (nothing is copied or allocated).
+//
+// A sequence's verify step (it carries drafts) is "SpecPV" once the sequence holds at least min_context
+// tokens. Its first such step is full (it anchors the buffer); after a full one, refresh - 1 partial
+// ones follow, unless more than `buffer` tokens were accepted since the last full one (the window is
+// anchored there, so the buffer would overflow) — then the step is full again.
+//
+// Retrieval scores: the blocks nearest the window rank first (recency). The block bounds and scorers
+// (spec/block_bounds.h) need each layer's queries, which the model does not hand out yet; recency keeps
+// the view exact wherever the budgets cover the context, and a query scorer drops in at score().
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/kv/kv_spec.h"
+#include "core/sched/batch_plan.h"
+#include "core/spec/partial_view.h"
+#include "drift/engine.h"
+
+namespace drift::engine {
+
+class SpecPvPlanner {
+ public:
+  // kv_specs: [KV groups]; a sliding-window group's table holds released blocks and its window already
+  // bounds what it reads, so it reads its whole table.
+  SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs, int32_t block_size);
+
+  // [plan.seqs.size()] the views of each sequence (empty: whole tables), or empty when no sequence of
+  // the step reads a partial view. Counts the step's partial and full SpecPV verifies.
+  std::vector<std::vector<core::PartialView>> plan_views(const core::BatchPlan& plan);
+  // A sequence left (finished, aborted, preempted): its anchor goes.
+  void forget(int64_t seq_id) { seqs_.erase(seq_id); }
+
+  int64_t num_partial() const { return num_partial_; }
+  int64_t num_full() const { return num_full_; }
+
+ private:
+  struct SeqState {
+    int32_t full_len = -1;        // verified tokens at the last full verification; -1: none yet
+    int32_t partials_in_row = 0;  // partial verifies since then
+  };
+  // Whether this verify step of `seq` (verified tokens, drafts) reads a partial view; updates its state.
+  bool partial_step(int64_t seq_id, int32_t verified);
+  std::vector<core::PartialView> views_of(const core::ScheduledSeq& s) const;
+
+  SpecPvConfig config_;
+  std::vector<core::KvSpec> kv_specs_;
+  int32_t block_size_;
+  std::unordered_map<int64_t, SeqState> seqs_;
+  int64_t num_partial_ = 0, num_full_ = 0;
+};
+
+}  // namespace drift::engine

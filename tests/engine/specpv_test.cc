@@ -1,0 +1,145 @@
+// SpecPV through the engine (CPU): verify steps of long sequences read a partial view of their block
+// table. Budgets covering the context change nothing; refresh 1 (every verify full) keeps greedy output
+// exact; small budgets run to the end without leaking blocks or allocating any more than without SpecPV,
+// and the partial and full verify counts follow the refresh interval.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+
+namespace drift::testing {
+namespace {
+
+constexpr int32_t kMinContext = 64;
+
+// Prompts of 120..160 tokens that repeat a short random phrase (prompt lookup keeps drafting), longer
+// than the small budgets' sum (small_budgets: 16 + 16 + 16 + 8 + the drafts).
+std::vector<Request> long_requests(int32_t count, int32_t max_tokens) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> token(3, 600);
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < count; ++i) {
+    std::vector<int32_t> phrase(size_t(4 + i % 4));
+    for (int32_t& t : phrase) t = token(rng);
+    std::vector<int32_t> prompt;
+    while (prompt.size() < size_t(120 + 10 * i)) prompt.insert(prompt.end(), phrase.begin(), phrase.end());
+    requests.push_back(greedy_request(prompt, max_tokens));
+  }
+  return requests;
+}
+
+EngineConfig base_config(bool speculative) {
+  EngineConfig c = fixture_engine_config();
+  if (speculative) c.speculative.method = "ngram";
+  return c;
+}
+
+EngineConfig with_specpv(EngineConfig c, int32_t refresh, bool small) {
+  c.specpv.min_context = kMinContext;
+  c.specpv.refresh = refresh;
+  if (small) c.specpv = {.min_context = kMinContext, .refresh = refresh, .sink = 16, .retrieval = 16, .window = 16, .buffer = 8};
+  return c;
+}
+
+struct RunResult {
+  std::vector<std::vector<int32_t>> tokens;
+  EngineMetrics metrics;
+};
+
+RunResult run(const EngineConfig& config, std::vector<Request> requests) {
+  auto engine = Engine::create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  RunResult r;
+  if (!engine.ok()) return r;
+  for (const Collected& c : run_all(**engine, std::move(requests))) {
+    EXPECT_EQ(c.num_finished_events, 1);
+    EXPECT_TRUE(c.final.error.ok()) << c.final.error.to_string();
+    r.tokens.push_back(c.tokens);
+  }
+  r.metrics = wait_until_idle(**engine);
+  EXPECT_EQ(r.metrics.kv_blocks_used, 0) << "a block leaked";
+  return r;
+}
+
+// (a) The default budgets (4096 retrieval tokens) cover every context here, so the partial views are
+// whole tables and the output is full verification's.
+TEST(SpecPv, CoveringBudgetsMatchFullVerification) {
+  const RunResult full = run(base_config(true), long_requests(6, 24));
+  const RunResult pv = run(with_specpv(base_config(true), 4, false), long_requests(6, 24));
+  EXPECT_EQ(pv.tokens, full.tokens);
+  EXPECT_GT(pv.metrics.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(pv.metrics.spec_decode_num_full_verifies, 0);
+  EXPECT_EQ(pv.metrics.spec_decode_num_drafts, full.metrics.spec_decode_num_drafts);
+  // Small budgets that still cover the longest sequence (184 tokens: 64 + 64 + 64 + 8 + drafts >= 184 +
+  // block_size - 1) give whole tables too.
+  EngineConfig tight = base_config(true);
+  tight.specpv = {.min_context = kMinContext, .refresh = 4, .sink = 64, .retrieval = 64, .window = 64, .buffer = 8};
+  EXPECT_EQ(run(tight, long_requests(6, 24)).tokens, full.tokens);
+}
+
+// (b) No KV is copied: a view only changes what attention reads, so with the same tokens every step
+// plans the same allocations. Same outputs (covering budgets), same steps, same tokens per step.
+TEST(SpecPv, ViewsAllocateNoBlocks) {
+  const RunResult full = run(base_config(true), long_requests(4, 16));
+  const RunResult pv = run(with_specpv(base_config(true), 3, false), long_requests(4, 16));
+  ASSERT_EQ(pv.tokens, full.tokens);
+  EXPECT_EQ(pv.metrics.steps_total, full.metrics.steps_total);
+  EXPECT_EQ(pv.metrics.tokens_per_step.counts, full.metrics.tokens_per_step.counts);
+  EXPECT_EQ(pv.metrics.kv_blocks_total, full.metrics.kv_blocks_total);
+  EXPECT_EQ(pv.metrics.num_preemptions_total, 0);
+}
+
+// (c) Exact mode: with refresh 1 every verify step reads the whole KV, even with small budgets, so the
+// greedy output is non-speculative decoding's.
+TEST(SpecPv, RefreshOneIsExact) {
+  const RunResult plain = run(base_config(false), long_requests(6, 24));
+  const RunResult pv = run(with_specpv(base_config(true), 1, true), long_requests(6, 24));
+  EXPECT_EQ(pv.tokens, plain.tokens);
+  EXPECT_EQ(pv.metrics.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(pv.metrics.spec_decode_num_full_verifies, 0);
+}
+
+// (d) Small budgets: partial views really are partial (the prompts are longer than the budgets), the
+// run completes, every block comes back, and one sequence's verifies follow the refresh interval: the
+// first is full, then refresh - 1 partial ones per full one (a buffer this large never fills first).
+TEST(SpecPv, SmallBudgetsCountRefreshes) {
+  for (int32_t refresh : {2, 3, 5}) {
+    EngineConfig c = with_specpv(base_config(true), refresh, true);
+    c.specpv.buffer = 1000;  // the buffer never overflows, so only the interval decides
+    const RunResult pv = run(c, long_requests(1, 40));
+    const int64_t partial = pv.metrics.spec_decode_num_partial_verifies, full = pv.metrics.spec_decode_num_full_verifies;
+    ASSERT_GT(partial + full, refresh) << "too few verify steps to test refresh " << refresh;
+    EXPECT_EQ(full, (partial + full + refresh - 1) / refresh) << "refresh " << refresh;
+    EXPECT_EQ(partial + full, pv.metrics.spec_decode_num_drafts);
+  }
+  // With the small buffer (8 tokens), a full verification also runs when it would overflow: more full
+  // ones than the interval alone gives. Several sequences at once, none leaking.
+  const RunResult pv = run(with_specpv(base_config(true), 8, true), long_requests(6, 40));
+  for (const auto& t : pv.tokens) EXPECT_EQ(t.size(), 40u);
+  const int64_t partial = pv.metrics.spec_decode_num_partial_verifies, full = pv.metrics.spec_decode_num_full_verifies;
+  EXPECT_GT(partial, 0);
+  EXPECT_GE(full, 6);
+  // The views really leave blocks out: the fixture's random weights are far from SpecPV's premise that
+  // the chosen blocks carry the attention, so its greedy choices change.
+  EXPECT_NE(pv.tokens, run(base_config(true), long_requests(6, 40)).tokens);
+}
+
+TEST(SpecPv, RefusedWithoutSpeculationOrOffCpu) {
+  EngineConfig c = with_specpv(base_config(false), 4, false);
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("speculative"), std::string::npos) << e.status().to_string();
+  c = with_specpv(base_config(true), 4, false);
+  c.device = "cuda";
+  e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("SpecPV"), std::string::npos) << e.status().to_string();
+  c = with_specpv(base_config(true), 0, false);
+  e = Engine::create(c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("refresh"), std::string::npos) << e.status().to_string();
+}
+
+}  // namespace
+}  // namespace drift::testing
