@@ -65,6 +65,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--specpv-buffer", c.specpv.buffer,
                  "SpecPV: tokens accepted between full verifications, besides the step's drafts")
       ->check(at_least(0))->capture_default_str();
+  cmd.add_option("--specpv-score", c.specpv.score,
+                 "SpecPV: how blocks score against the queries: quest (bound on every logit) or specpv (SpecPV's mean)")
+      ->check(CLI::IsMember({"quest", "specpv"}))->capture_default_str();
   cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's; above it: the model's, with a warning)")
       ->check(at_least(0))->capture_default_str();
   cmd.add_option("--max-num-seqs", c.max_num_seqs, "Sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();

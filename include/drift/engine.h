@@ -35,6 +35,9 @@ struct SpecPvConfig {
   int32_t refresh = 8;       // verify steps per full verification; 1: every step full (exact)
   int32_t sink = 32, retrieval = 4096, window = 128;
   int32_t buffer = 20;       // plus the step's draft tokens
+  // How a block's key bounds score against the queries (spec/block_bounds.h): "quest" (an upper bound on
+  // every logit in the block) or "specpv" (SpecPV's max(q.Kmax, q.Kmin), averaged over queries and heads).
+  std::string score = "quest";
 
   bool enabled() const { return min_context > 0; }
 };

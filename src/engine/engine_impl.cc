@@ -57,6 +57,8 @@ Status check_specpv(const EngineConfig& config) {
   // device bounds and scoring are later work (issue 15).
   if (config.device != "cpu")
     return unsupported(fmt::format("SpecPV runs on the cpu backend only for now, not on '{}'", config.device));
+  if (pv.score != "quest" && pv.score != "specpv")
+    return invalid_argument(fmt::format("specpv score must be quest or specpv, got '{}'", pv.score));
   if (pv.refresh < 1 || pv.sink < 0 || pv.retrieval < 0 || pv.window < 0 || pv.buffer < 0)
     return invalid_argument(fmt::format("specpv refresh must be at least 1 and its budgets not negative, got refresh {}, "
                                         "sink {}, retrieval {}, window {}, buffer {}",
@@ -214,7 +216,10 @@ Status EngineImpl::build_loop_parts() {
                                   .blocks_total = kv_blocks_[g]});
     metrics_.kv_blocks_total += kv_blocks_[g];
   }
-  if (config.specpv.enabled()) specpv_.emplace(config.specpv, kv_specs_, config.block_size);
+  if (config.specpv.enabled()) {
+    specpv_.emplace(config.specpv, kv_specs_, config.block_size);
+    runner_->set_query_tap(specpv_->query_tap());
+  }
   metrics_.spec_decode_num_accepted_tokens_per_pos.assign(size_t(std::max(config.speculative.num_tokens, 0)), 0);
   return Status::Ok();
 }

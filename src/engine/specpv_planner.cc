@@ -1,11 +1,16 @@
 #include "engine/specpv_planner.h"
 
-#include <numeric>
+#include <algorithm>
+#include <cmath>
 
 namespace drift::engine {
 
 SpecPvPlanner::SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs, int32_t block_size)
-    : config_(config), kv_specs_(std::move(kv_specs)), block_size_(block_size) {}
+    : config_(config),
+      kv_specs_(kv_specs),
+      block_size_(block_size),
+      scorer_(config.score == "specpv" ? spec::BlockScore::kSpecPv : spec::BlockScore::kQuest, std::move(kv_specs),
+              block_size) {}
 
 bool SpecPvPlanner::partial_step(int64_t seq_id, int32_t verified) {
   SeqState& st = seqs_[seq_id];
@@ -24,9 +29,13 @@ std::vector<core::PartialView> SpecPvPlanner::views_of(const core::ScheduledSeq&
   const int32_t num_tokens = s.num_computed + s.num_new;
   const core::PartialBudget budget{.sink = config_.sink, .retrieval = config_.retrieval, .window = config_.window,
                                    .buffer = config_.buffer + s.seq->num_draft_tokens};
-  // Recency: a later block scores higher (see the header).
-  std::vector<float> scores(size_t((num_tokens + block_size_ - 1) / block_size_));
-  std::iota(scores.begin(), scores.end(), 0.0f);
+  // The previous step's scores; blocks it did not cover (and every block, before a sequence's first
+  // scored step) rank by recency above every scored one, since they are the newest.
+  const std::span<const float> scored = scorer_.scores(s.seq_id);
+  std::vector<float> scores(size_t(core::blocks_for_tokens(num_tokens, block_size_)));
+  const float top = scored.empty() ? 0.0f : *std::max_element(scored.begin(), scored.end());
+  for (size_t b = 0; b < scores.size(); ++b)
+    scores[b] = b < scored.size() ? scored[b] : (std::isfinite(top) ? top : 0.0f) + 1.0f + float(b);
   std::vector<core::PartialView> views(kv_specs_.size());
   for (size_t g = 0; g < kv_specs_.size(); ++g)
     if (kv_specs_[g].sliding_window == 0)
@@ -46,6 +55,12 @@ std::vector<std::vector<core::PartialView>> SpecPvPlanner::plan_views(const core
     views[k] = views_of(s);
     any = true;
   }
+  // Scored: the steps that reach a long sequence's end (its next step may verify); an earlier prefill
+  // chunk is not, and its sequence's bounds start over at its next scored step.
+  std::vector<size_t> tracked;
+  for (size_t k = 0; k < plan.seqs.size(); ++k)
+    if (plan.seqs[k].samples && plan.seqs[k].seq->num_tokens() >= config_.min_context) tracked.push_back(k);
+  scorer_.begin_step(plan, tracked);
   if (!any) views.clear();
   return views;
 }

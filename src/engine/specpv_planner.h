@@ -7,9 +7,9 @@
 // ones follow, unless more than `buffer` tokens were accepted since the last full one (the window is
 // anchored there, so the buffer would overflow) — then the step is full again.
 //
-// Retrieval scores: the blocks nearest the window rank first (recency). The block bounds and scorers
-// (spec/block_bounds.h) need each layer's queries, which the model does not hand out yet; recency keeps
-// the view exact wherever the budgets cover the context, and a query scorer drops in at score().
+// Retrieval scores come from the sequence's previous step's queries (SpecPvScorer, the runner's query
+// tap); a sequence not yet scored ranks its blocks by recency. Either way a view is the whole table
+// wherever the budgets cover the context, so full coverage stays exact.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,7 @@
 #include "core/sched/batch_plan.h"
 #include "core/spec/partial_view.h"
 #include "drift/engine.h"
+#include "engine/specpv_scorer.h"
 
 namespace drift::engine {
 
@@ -30,11 +31,17 @@ class SpecPvPlanner {
   // bounds what it reads, so it reads its whole table.
   SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs, int32_t block_size);
 
+  // The runner's query tap (ModelRunner::set_query_tap).
+  model::QueryTap* query_tap() { return &scorer_; }
   // [plan.seqs.size()] the views of each sequence (empty: whole tables), or empty when no sequence of
-  // the step reads a partial view. Counts the step's partial and full SpecPV verifies.
+  // the step reads a partial view. Counts the step's partial and full SpecPV verifies, and has the
+  // scorer score this step's sequences of at least min_context tokens whose step reaches their end.
   std::vector<std::vector<core::PartialView>> plan_views(const core::BatchPlan& plan);
   // A sequence left (finished, aborted, preempted): its anchor goes.
-  void forget(int64_t seq_id) { seqs_.erase(seq_id); }
+  void forget(int64_t seq_id) {
+    seqs_.erase(seq_id);
+    scorer_.forget(seq_id);
+  }
 
   int64_t num_partial() const { return num_partial_; }
   int64_t num_full() const { return num_full_; }
@@ -52,6 +59,7 @@ class SpecPvPlanner {
   std::vector<core::KvSpec> kv_specs_;
   int32_t block_size_;
   std::unordered_map<int64_t, SeqState> seqs_;
+  SpecPvScorer scorer_;
   int64_t num_partial_ = 0, num_full_ = 0;
 };
 

@@ -18,6 +18,15 @@ struct KvGroupContext {
   Tensor view_blocks;      // [num_seqs] int32: entries of each view
 };
 
+// SpecPV's retrieval scores (engine/specpv_scorer.h) need each layer's queries, which live only inside
+// the layer. A GQA layer (MLA's do not yet) calls on_queries() after its step's K/V are in the cache, with its queries
+// [num_tokens, num_heads, head_dim] after RoPE, q_row_stride elements apart (0: packed), and its key
+// cache. Host memory only: the engine sets a tap on the CPU backend alone.
+struct QueryTap {
+  virtual ~QueryTap() = default;
+  virtual void on_queries(int32_t kv_group, const Tensor& q, int64_t q_row_stride, const Tensor& k_cache) = 0;
+};
+
 struct ForwardContext {
   int32_t num_tokens = 0;   // new tokens in this step, all sequences together
   int32_t num_seqs = 0;
@@ -32,6 +41,7 @@ struct ForwardContext {
   Tensor query_start;    // [num_seqs + 1] int32: cumulative new-token counts
   Tensor context_lens;   // [num_seqs] int32: KV length after this step
   Tensor logits_rows;    // [num_logits] int32: which rows of the hidden state become logits
+  QueryTap* query_tap = nullptr;  // SpecPV scoring, or null
 };
 
 }  // namespace drift::model

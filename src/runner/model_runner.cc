@@ -307,6 +307,7 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
   ctx.query_start = part(l.query_start, l.num_seqs + 1);
   ctx.context_lens = part(l.context_lens, l.num_seqs);
   ctx.logits_rows = part(l.logits_rows, l.num_logits);
+  ctx.query_tap = query_tap_;
   if (l.mask_words > 0) {
     Tensor mask = part(l.tree_mask, int64_t(l.num_tokens) * l.mask_words).view({l.num_tokens, l.mask_words});
     mask.dtype = DType::kU32;

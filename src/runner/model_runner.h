@@ -96,6 +96,8 @@ class ModelRunner {
   static int32_t num_logits(const core::ScheduledSeq& s);
 
   bool samples_on_device() const { return sampler_ != nullptr; }
+  // SpecPV: every step's attention layers hand their queries to `tap` (null: none). Host backends only.
+  void set_query_tap(model::QueryTap* tap) { query_tap_ = tap; }
   const RunnerConfig& config() const { return config_; }
   // Benchmarks time the same steps with and without graphs.
   void set_cuda_graphs(bool on) { config_.cuda_graphs = on; }
@@ -158,6 +160,7 @@ class ModelRunner {
   std::vector<SeqStep> plan_steps_;
   std::map<GraphKey, std::unique_ptr<backend::CapturedWork>> graphs_;
   int64_t graph_replays_ = 0;
+  model::QueryTap* query_tap_ = nullptr;
 };
 
 }  // namespace drift::runner

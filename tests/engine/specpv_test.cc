@@ -29,8 +29,8 @@ std::vector<Request> long_requests(int32_t count, int32_t max_tokens) {
   return requests;
 }
 
-EngineConfig base_config(bool speculative) {
-  EngineConfig c = fixture_engine_config();
+EngineConfig base_config(bool speculative, const std::string& model = "llama") {
+  EngineConfig c = fixture_engine_config(model);
   if (speculative) c.speculative.method = "ngram";
   return c;
 }
@@ -78,6 +78,19 @@ TEST(SpecPv, CoveringBudgetsMatchFullVerification) {
   EXPECT_EQ(run(tight, long_requests(6, 24)).tokens, full.tokens);
 }
 
+// (a) on GPT-OSS's fixture: sliding layers (window 8) read their whole windowed tables, full layers
+// their views, and attention sinks join the softmax either way.
+TEST(SpecPv, CoveringBudgetsMatchFullVerificationWithSlidingLayers) {
+  const RunResult full = run(base_config(true, "gpt_oss"), long_requests(4, 24));
+  const RunResult pv = run(with_specpv(base_config(true, "gpt_oss"), 3, false), long_requests(4, 24));
+  EXPECT_EQ(pv.tokens, full.tokens);
+  EXPECT_GT(pv.metrics.spec_decode_num_partial_verifies, 0);
+  // Small budgets run to the end on it too.
+  EngineConfig small = with_specpv(base_config(true, "gpt_oss"), 3, true);
+  small.specpv.score = "specpv";
+  for (const auto& t : run(small, long_requests(4, 24)).tokens) EXPECT_EQ(t.size(), 24u);
+}
+
 // (b) No KV is copied: a view only changes what attention reads, so with the same tokens every step
 // plans the same allocations. Same outputs (covering budgets), same steps, same tokens per step.
 TEST(SpecPv, ViewsAllocateNoBlocks) {
@@ -106,6 +119,7 @@ TEST(SpecPv, RefreshOneIsExact) {
 TEST(SpecPv, SmallBudgetsCountRefreshes) {
   for (int32_t refresh : {2, 3, 5}) {
     EngineConfig c = with_specpv(base_config(true), refresh, true);
+    if (refresh == 3) c.specpv.score = "specpv";
     c.specpv.buffer = 1000;  // the buffer never overflows, so only the interval decides
     const RunResult pv = run(c, long_requests(1, 40));
     const int64_t partial = pv.metrics.spec_decode_num_partial_verifies, full = pv.metrics.spec_decode_num_full_verifies;

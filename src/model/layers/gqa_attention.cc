@@ -88,6 +88,7 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   ops.rope_write_kv(q_heads, ctx.positions, rope,
                     {.k = k_heads, .v = v_heads, .slot_mapping = kv.slot_mapping, .k_cache = k_cache_.view,
                      .v_cache = v_cache_.view, .k_row_stride = row_stride, .v_row_stride = row_stride});
+  if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q_heads, row_stride, k_cache_.view);
 
   const Tensor attn = scratch.attn.view.slice(0, n);
   backend::PagedAttentionParams p;
