@@ -1,8 +1,9 @@
 // Several new tokens of one sequence in one step, as speculative verification schedules them, on the
 // CPU backend with every fixture family: a step of four rows gives the logits of four single-token steps;
 // logits of chosen rows only; a draft tree (explicit positions + ancestor mask) gives each node the logits
-// its branch gives as a chain; and the hidden-state taps hold the residual stream (tap 0: the embedding;
-// the last tap: what the final norm and the LM head turn into the logits).
+// its branch gives as a chain; SpecPV's block-table views select blocks; and the hidden-state taps hold
+// the residual stream (tap 0: the embedding; the last tap: what the final norm and the LM head turn into
+// the logits).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,6 +100,33 @@ TEST_P(MultiTokenTest, TreeNodesGetTheLogitsOfTheirBranch) {
     const auto want = run(f, runner::SeqStep{chain, context, int32_t(branch.size()), tables, true, false});
     EXPECT_LE(relative_max_error(tree_logits.data() + size_t(i) * vocab, want.data(), vocab), kTolerance) << "node " << i;
   }
+}
+
+// SpecPV's views through the runner (SeqStep::views): a view of the whole table is the plain step; one
+// that leaves a context block out changes the logits; one that does not end at the new tokens' block is
+// refused. Blocks of 4 tokens: a context of 8 in blocks 3 and 4, two new tokens in block 5.
+TEST_P(MultiTokenTest, RunnerViewsSelectBlocks) {
+  FixtureModel f = load_fixture(GetParam(), 4);
+  ASSERT_TRUE(f.runner);
+  const std::vector<int32_t>& tokens = f.prompts.back().ids;
+  ASSERT_GE(tokens.size(), 10u);
+  const auto tables = tables_of(f, 3, 3);
+  run(f, runner::SeqStep{tokens, 0, 8, tables, true, false});
+  const auto plain = run(f, runner::SeqStep{tokens, 8, 2, tables, true, false});
+  const auto with = [&](core::PartialView view) {
+    const std::vector<core::PartialView> views(tables.size(), view);
+    runner::SeqStep step{tokens, 8, 2, tables, true, false};
+    step.views = views;
+    return f.runner->step({&step, 1});
+  };
+  auto whole = with({.block_ids = {3, 4, 5}, .block_positions = {0, 1, 2}});
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  EXPECT_EQ(std::vector<float>(whole->begin(), whole->end()), plain);
+  auto partial = with({.block_ids = {3, 5}, .block_positions = {0, 2}});
+  ASSERT_TRUE(partial.ok()) << partial.status().to_string();
+  EXPECT_NE(std::vector<float>(partial->begin(), partial->end()), plain);
+  EXPECT_FALSE(with({.block_ids = {3, 4}, .block_positions = {0, 1}}).ok());
+  EXPECT_FALSE(with({.block_ids = {4, 3, 5}, .block_positions = {1, 0, 2}}).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MultiTokenTest, ::testing::Values("llama", "qwen3", "deepseek_v2", "gpt_oss"),
