@@ -79,18 +79,21 @@ Outcome run_burst(const EngineConfig& config) {
 }
 
 TEST(EngineSloAdmission, OverloadShedsWithAnErrorAndLeaksNoKv) {
-  const double whole = burst_seconds();
   EngineConfig config = fixture_engine_config();
   // A fraction of what the whole burst takes: the first requests fit, the last would miss by far. The CPU's
-  // step times are uneven (its threads sleep between steps), so the fit may err: tighter targets are tried
-  // until one sheds. The first request is never shed (nothing is ahead of it), so some always complete.
+  // step times are uneven (its threads sleep between steps, and CI runs tests side by side), so the fit may
+  // err: tighter targets are tried until one sheds, and the burst is timed again if none did.
+  // The first request is never shed (nothing is ahead of it), so some always complete.
   Outcome shed;
-  for (double fraction : {0.25, 0.125, 0.0625}) {
-    config.slo_ttft_ms = whole * 1e3 * fraction;
-    shed = run_burst(config);
-    EXPECT_EQ(shed.completed + shed.shed, kBurst);
-    EXPECT_GT(shed.completed, 0) << "target " << config.slo_ttft_ms << " ms";
-    if (shed.shed > 0) break;
+  for (int attempt = 0; attempt < 3 && shed.shed == 0; ++attempt) {
+    const double whole = burst_seconds();
+    for (double fraction : {0.25, 0.125, 0.0625}) {
+      config.slo_ttft_ms = whole * 1e3 * fraction;
+      shed = run_burst(config);
+      EXPECT_EQ(shed.completed + shed.shed, kBurst);
+      EXPECT_GT(shed.completed, 0) << "target " << config.slo_ttft_ms << " ms";
+      if (shed.shed > 0) break;
+    }
   }
   EXPECT_GT(shed.shed, 0) << "no target down to " << config.slo_ttft_ms << " ms shed a request of the burst";
 
