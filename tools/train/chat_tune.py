@@ -282,7 +282,7 @@ def main(argv=None):
     out_dir = args.out or os.path.join(args.work, "hf", "chat")
     meta = {"base": os.path.abspath(args.base), "steps": step, "exported": exported,
             "args": vars(args), "history": history,
-            "dialogues": _read_json(os.path.join(args.corpus, "chat_manifest.json"))}
+            "dialogues": train.read_json(os.path.join(args.corpus, "chat_manifest.json"))}
     train.write_hf_folder(model, tok, tok_path, out_dir, args, meta)
     del opt, model
     res, samples = train.reload_and_evaluate(out_dir, args.corpus, device, args)
@@ -292,14 +292,6 @@ def main(argv=None):
     log(f"RESULT chat: valid bpb {res['bpb']:.4f}  chat loss held-out {exported['held_out_chat_loss']:.4f} "
         f"seen {exported['seen_chat_loss']:.4f}  steps {step}  -> {out_dir}")
     return 0
-
-
-def _read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 if __name__ == "__main__":

@@ -692,13 +692,18 @@ def main(argv=None):
     return 0
 
 
-def _read_manifest(corpus_dir):
+def read_json(path):
+    """The JSON in `path`, or None when it is missing or unreadable (the records are informative only)."""
     try:
-        with open(os.path.join(corpus_dir, "manifest.json")) as f:
-            m = json.load(f)
-        return {k: m.get(k) for k in ("recipe_version", "train", "valid")}
+        with open(path) as f:
+            return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def _read_manifest(corpus_dir):
+    m = read_json(os.path.join(corpus_dir, "manifest.json"))
+    return {k: m.get(k) for k in ("recipe_version", "train", "valid")} if isinstance(m, dict) else None
 
 
 if __name__ == "__main__":
