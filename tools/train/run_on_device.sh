@@ -8,6 +8,8 @@
 #   bash tools/train/run_on_device.sh mla   [ARGS...]    # the same for the MLA model
 #   bash tools/train/run_on_device.sh chat  [ARGS...]    # ~1 min smoke, then ~7 min chat-tuning of the llama
 #                                                        # model -> $OUT/chat.tar.gz.part* (chat_tune.py)
+#   bash tools/train/run_on_device.sh eagle3 [ARGS...]   # ~1 min smoke, then ~7.5 min: EAGLE-3 head for
+#                                                        # models/drift-chat-15m -> $OUT/eagle3.tar.gz (eagle3_train.py)
 #
 # ARGS go to train.py (e.g. --compile, --lr 2e-3, --batch-size 96). The step runs under `timeout 560` so the
 # tarball is still written when Python overruns. The HF folder comes back as a .tar.gz split into 15 MB
@@ -76,8 +78,40 @@ case "$STEP" in
       pack "$WORK/hf/chat" chat || rc=1
     fi
     ;;
+  eagle3)
+    # smoke (tiny budgets: a few prompts generated, 20 steps, save, reload, 5 prompts evaluated), then the real
+    # run in what is left of 540 s; the head folder comes back as $OUT/eagle3.tar.gz (-> models/drift-chat-15m/eagle3/)
+    TARGET=${DRIFT_EAGLE3_TARGET:-models/drift-chat-15m}
+    t0=$SECONDS
+    timeout 150 python3 tools/train/eagle3_train.py --target "$TARGET" --corpus "$CORPUS" \
+      --out /tmp/drift-eagle3-smoke/eagle3 --minutes 2 --gen-minutes 0.25 --reserve-seconds 5 --pool 512 \
+      --gen-batch 64 --min-new 32 --max-new 64 --holdout-every 4 --max-steps 20 --eval-prompts 5 \
+      --eval-every-seconds 1000 --sequential-checks 2 2>&1 | tee "$OUT/eagle3-smoke.log"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" = 0 ] && [ -f /tmp/drift-eagle3-smoke/eagle3/model.safetensors ]; then
+      echo "EAGLE3 SMOKE OK ($((SECONDS - t0)) s)"
+      left=$((540 - (SECONDS - t0)))
+      minutes=$(python3 -c "print(round(min(7.5, ($left - 30) / 60.0), 2))")
+      echo "real run: --minutes $minutes under timeout $left"
+      rm -rf "$WORK/eagle3"
+      timeout "$left" python3 tools/train/eagle3_train.py --target "$TARGET" --corpus "$CORPUS" \
+        --out "$WORK/eagle3/eagle3" --minutes "$minutes" "$@" 2>&1 | tee "$OUT/eagle3.log"
+      rc=${PIPESTATUS[0]}
+      [ "$rc" = 124 ] && echo "eagle3_train.py was stopped by timeout $left; packing whatever was written"
+      if [ -f "$WORK/eagle3/eagle3/model.safetensors" ]; then
+        tar -C "$WORK/eagle3" -czf "$OUT/eagle3.tar.gz" eagle3
+        (cd "$OUT" && sha256sum eagle3.tar.gz > eagle3.tar.gz.sha256)
+        cp "$WORK/eagle3/eagle3/training.json" "$OUT/eagle3-training.json" 2>/dev/null || true
+        ls -l "$OUT"
+      else
+        echo "no head folder at $WORK/eagle3/eagle3"; rc=1
+      fi
+    else
+      echo "EAGLE3 SMOKE FAILED (exit $rc): the real run is skipped"; [ "$rc" = 0 ] && rc=1
+    fi
+    ;;
   *)
-    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla|chat} [script args]" >&2
+    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla|chat|eagle3} [script args]" >&2
     exit 2
     ;;
 esac
