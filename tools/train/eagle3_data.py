@@ -122,12 +122,18 @@ class TargetLM:
                 ck[:, :, start:start + T] = k
                 cv[:, :, start:start + T] = v
                 k, v = ck[:, :, :start + T], cv[:, :, :start + T]
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-            if cache is None:
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if cache is not None and T == 1:
+                # decode: the rep query heads of a KV head become rep query rows over that head's keys (no copy
+                # of the cache); query head h uses KV head h // rep, as repeat_interleave below
+                o = F.scaled_dot_product_attention(q.reshape(B, self.nkv, rep, self.hd), k, v, attn_mask=attn_mask)
+                o = o.reshape(B, self.nh, 1, self.hd)
             else:
-                o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+                k = k.repeat_interleave(rep, dim=1)
+                v = v.repeat_interleave(rep, dim=1)
+                if cache is None:
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                else:
+                    o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
             x = x + o.transpose(1, 2).reshape(B, T, self.nh * self.hd) @ w["self_attn.o_proj"].T
             h = rmsnorm(x, w["post_attention_layernorm"], self.eps)
             x = x + (F.silu(h @ w["mlp.gate_proj"].T) * (h @ w["mlp.up_proj"].T)) @ w["mlp.down_proj"].T
@@ -246,7 +252,7 @@ def read_text(path):
         return f.read().decode("utf-8")
 
 
-def corpus_prompts(corpus_dir, tok, n, rng, min_tokens=32, max_tokens=256, max_chars=2000):
+def corpus_prompts(corpus_dir, tok, n, rng, min_tokens=32, max_tokens=256, max_chars=1500):
     """n prompts [BOS] + a window of 32..256 tokens of a training document, starting at a paragraph."""
     path = None
     for name in ("train.txt.xz", "train.txt.gz", "train.txt"):

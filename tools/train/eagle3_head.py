@@ -154,17 +154,17 @@ def attend(q, k0, v0, mask0, pk=None, pv=None):
     qf = q.to(ct) * (hd ** -0.5)
     k0r = k0.repeat_interleave(rep, dim=1).to(ct)                   # [B, nh, S, hd] (query head h: kv head h//rep)
     v0r = v0.repeat_interleave(rep, dim=1).to(ct)
-    scores = torch.matmul(qf, k0r.transpose(-1, -2)) + mask0.to(ct)  # [B, nh, R, S]
+    scores = torch.matmul(qf, k0r.transpose(-1, -2)).to(ct) + mask0.to(ct)  # [B, nh, R, S] (autocast: bf16 matmul)
     S = scores.shape[-1]
     if pk is not None:
         pkr = pk.repeat_interleave(rep, dim=3).to(ct)              # [B, R, A, nh, hd]
-        sp = torch.einsum("bhrd,brahd->bhra", qf, pkr)             # [B, nh, R, A]
+        sp = torch.einsum("bhrd,brahd->bhra", qf, pkr).to(ct)      # [B, nh, R, A]
         scores = torch.cat([scores, sp], dim=-1)                    # [B, nh, R, S + A]
     p = scores.softmax(dim=-1)
-    out = torch.matmul(p[..., :S], v0r)                             # [B, nh, R, hd]
+    out = torch.matmul(p[..., :S], v0r).to(ct)                      # [B, nh, R, hd]
     if pk is not None:
         pvr = pv.repeat_interleave(rep, dim=3).to(ct)              # [B, R, A, nh, hd]
-        out = out + torch.einsum("bhra,brahd->bhrd", p[..., S:], pvr)
+        out = out + torch.einsum("bhra,brahd->bhrd", p[..., S:], pvr).to(ct)
     return out.to(q.dtype)
 
 

@@ -56,7 +56,8 @@ def parse_args(argv=None):
     ap.add_argument("--gen-minutes", type=float, default=2.0, help="time for generating the training data")
     ap.add_argument("--reserve-seconds", type=float, default=50.0, help="kept from --minutes for save + evaluation")
     # data
-    ap.add_argument("--pool", type=int, default=32000, help="prompts prepared (generation stops on time first)")
+    ap.add_argument("--pool", type=int, default=48000,
+                    help="prompts prepared; generation stops when they or --gen-minutes run out")
     ap.add_argument("--chat-share", type=float, default=0.5)
     ap.add_argument("--gen-batch", type=int, default=512)
     ap.add_argument("--min-new", type=int, default=128)
