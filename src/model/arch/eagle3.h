@@ -6,12 +6,22 @@
 // the usual ForwardContext (positions, slot mapping, block tables, tree masks). What the runner does not
 // carry, the input hidden state of each row, is written into input_hidden() before the step: fused target
 // features (fuse_taps) or a parent's pre-norm output (output_hidden() of an earlier step).
+//
+// Per row: x = [input_layernorm(embed(token)) | hidden_norm(h)] (embedding first); h1 = residual +
+// o_proj(attention(x)), the residual h (hidden_norm(h) with norm_before_residual); h2 = h1 +
+// mlp(post_attention_layernorm(h1)). output_hidden() holds h2; logits rows are lm_head(norm(h2)) [Vd].
+//
+// Positions (the engine sets them through ctx.positions; the head only reads them): the draft row whose
+// input token is target token t_{i+1} and whose hidden is the target's feature g_i (captured at target
+// position i) has RoPE position i and writes the draft-cache slot of position i. A drafted node at tree
+// depth d after a context whose last catch-up row is at position b-1 has position b-1+d.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/model.h"
@@ -28,7 +38,9 @@ struct Eagle3Config {
   // id + 1 here. Absent: (2, L/2, L-3) of the target's L layers, as EAGLE's reference code captures.
   std::vector<int32_t> capture_layers;
   bool norm_before_residual = false;  // residual taken after hidden_norm (vLLM speculators heads)
-  bool norm_before_fc = false;        // an RMSNorm over the 3*Ht features before fc (some GPT-OSS heads)
+  // An RMSNorm (input_norm.weight [3*Ht]) over the joined features before fc: gpt-oss heads
+  // (speculators PR 337, vLLM PR 36545).
+  bool norm_before_fc = false;
 };
 
 class Eagle3Head : public Model {
@@ -49,12 +61,33 @@ class Eagle3Head : public Model {
   Eagle3Config eagle_;
 };
 
+// The `architectures` values of EAGLE-3 head folders (load_model() refuses them: a head is not a model).
+bool is_eagle3_architecture(std::string_view architecture);
+
 // Loads a head folder (config.json with architectures LlamaForCausalLMEagle3 / Eagle3LlamaForCausalLM /
 // GptOssForCausalLMEagle3 + safetensors) for `target` on `ops`. The token embedding is the head's own
 // embed_tokens.weight when the checkpoint has one, else the target's (Model::token_embedding()). Checks
 // that the head fits the target (Ht, vocab, capture layers in range) and names what does not.
-// vocab_size() of the returned model is the draft vocabulary.
+// vocab_size() of the returned model is the draft vocabulary. `target` must outlive the head when the
+// head embeds with the target's table. options.random_weights is ignored (random_eagle3_head makes those);
+// options.max_positions sizes the RoPE table (0: the longer of the head's and the target's).
 Expected<std::unique_ptr<Eagle3Head>> load_eagle3_head(const std::string& head_dir, const Model& target,
                                                        backend::Ops& ops, const LoadOptions& options = {});
+
+// The shape of a random head; 0 or empty: as the target (draft_vocab: the target's vocabulary, and then
+// d2t is the identity; capture_layers: the default (2, L/2, L-3)).
+struct Eagle3Shape {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, intermediate_size = 0;
+  int64_t draft_vocab = 0;
+  std::vector<int32_t> capture_layers;  // input-of-layer ids, as Eagle3Config::capture_layers
+  bool norm_before_residual = false, norm_before_fc = false;
+  float std = 0.02f;                    // of the Normal weights (norms: 1 + Normal)
+};
+
+// A head of seeded random weights shaped after `target` (hidden = the target's, its embedding table), for
+// engine tests of every family and benchmarks. With a draft vocabulary smaller than the target's, draft id
+// i maps to target id floor(i * V / Vd): distinct, ascending, deterministic.
+Expected<std::unique_ptr<Eagle3Head>> random_eagle3_head(const Model& target, backend::Ops& ops, uint64_t seed,
+                                                         Eagle3Shape shape = {});
 
 }  // namespace drift::model
