@@ -5,7 +5,9 @@
 // The head is a Model, so a ModelRunner drives it over its own paged cache (one layer, one KV group) with
 // the usual ForwardContext (positions, slot mapping, block tables, tree masks). What the runner does not
 // carry, the input hidden state of each row, is written into input_hidden() before the step: fused target
-// features (fuse_taps) or a parent's pre-norm output (output_hidden() of an earlier step).
+// features (fuse_taps) or a parent's pre-norm output (output_hidden() of an earlier step). Its cache is one
+// KV group, "eagle3" ({kv_heads, head_dim}, one layer), zeroed when allocated. Step buffers (input_hidden,
+// output_hidden, fuse_taps' scratch) exist once allocate_workspace() ran (a ModelRunner's constructor).
 //
 // Per row: x = [input_layernorm(embed(token)) | hidden_norm(h)] (embedding first); h1 = residual +
 // o_proj(attention(x)), the residual h (hidden_norm(h) with norm_before_residual); h2 = h1 +
@@ -35,7 +37,8 @@ struct Eagle3Config {
   int64_t draft_vocab = 0;    // Vd (draft_vocab_size; default vocab_size)
   // Target layers whose *incoming* residual stream is captured, low/mid/high (Model::set_hidden_taps order).
   // Checkpoints write eagle_aux_hidden_state_layer_ids as output-of-layer ids (SGLang, ModelOpt, SpecForge):
-  // id + 1 here. Absent: (2, L/2, L-3) of the target's L layers, as EAGLE's reference code captures.
+  // id + 1 here. Absent: (2, L/2, L-3) of the target's L layers, as EAGLE's reference code captures, each
+  // kept in [0, L] (a target of few layers).
   std::vector<int32_t> capture_layers;
   bool norm_before_residual = false;  // residual taken after hidden_norm (vLLM speculators heads)
   // An RMSNorm (input_norm.weight [3*Ht]) over the joined features before fc: gpt-oss heads
@@ -50,7 +53,8 @@ class Eagle3Head : public Model {
   // Pre-norm output of every row of the latest step: [max_tokens, hidden] (the next depth's input).
   virtual Tensor output_hidden() const = 0;
   // out[i] = fc(concat(taps[0][rows[i]], taps[1][rows[i]], taps[2][rows[i]])) (after norm_before_fc).
-  // taps: the target's hidden_taps() [3, max_target_tokens, Ht]; rows: [R] int32 on the device; out: [R, hidden].
+  // taps: the target's hidden_taps() [3, max_target_tokens, Ht]; rows: [R] int32 on the device, R at most
+  // the head's max_tokens; out: [R, hidden] (usually input_hidden() rows). Queued like a step: no sync.
   virtual void fuse_taps(const Tensor& taps, const Tensor& rows, const Tensor& out) = 0;
   // [draft_vocab] target token id of each draft id (i + d2t[i]; the identity without d2t).
   virtual std::span<const int32_t> draft_to_target() const = 0;

@@ -101,7 +101,9 @@ Status check_head_config(const weights::ModelConfig& c, const std::string& sourc
   if (c.attention_bias) return refuse("attention_bias", "is true; EAGLE-3 projections have no bias");
   if (c.mlp_bias) return refuse("mlp_bias", "is true; EAGLE-3 projections have no bias");
   if (c.hidden_act != "silu") return refuse("hidden_act", fmt::format("is '{}'; the head's MLP is SwiGLU (silu)", c.hidden_act));
-  if (c.mla || c.moe) return refuse(c.mla ? "kv_lora_rank" : "experts", "is set; an EAGLE-3 head is one dense GQA layer");
+  // Expert counts a converter copied from a MoE target are ignored (the head's MLP is dense whatever they
+  // say), but MLA dims would redefine head_dim.
+  if (c.mla) return refuse("kv_lora_rank", "is set; an EAGLE-3 head is one GQA layer");
   return Status::Ok();
 }
 
