@@ -108,6 +108,7 @@ class DecoderModel final : public Model {
     return stream_.set_taps(layers, config_.num_layers);
   }
   Tensor hidden_taps() const override { return stream_.taps(); }
+  Tensor token_embedding() const override { return stream_.embedding(); }
 
  private:
   Expected<DecoderLayer> load_layer(WeightLoader& loader, size_t i) {

@@ -52,6 +52,9 @@ class Model {
   virtual Status set_hidden_taps(std::span<const int32_t> layers);
   // [num_taps, max_tokens, hidden] in the compute dtype; rows [0, ctx.num_tokens) hold the latest step.
   virtual Tensor hidden_taps() const { return Tensor(); }
+  // The token embedding table [vocab, hidden] in the compute dtype, or undefined: EAGLE-3 heads saved
+  // without one embed with their target's.
+  virtual Tensor token_embedding() const { return Tensor(); }
 
  protected:
   explicit Model(weights::ModelConfig config) : config_(std::move(config)) {}

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "model/arch/eagle3.h"
 #include "model/layer_plan.h"
 
 namespace drift::model {
@@ -80,6 +81,9 @@ Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config,
 
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops, const LoadOptions& options) {
   DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig config, weights::load_model_config(model_dir));
+  if (is_eagle3_architecture(config.architecture))
+    return invalid_argument(fmt::format("{} ({}) is an EAGLE-3 draft head: load it with --draft beside its target model",
+                                        model_dir, config.architecture));
   if (find_entry(config.architecture) == nullptr) return unknown_architecture(config.architecture);
   DRIFT_RETURN_IF_ERROR(check_backend(config, plan_layers(config), ops, options.kv_dtype.value_or(ops.compute_dtype())));
   DRIFT_RETURN_IF_ERROR(size_positions(config, options.max_positions, ops));

@@ -49,6 +49,23 @@ FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t n
   return f;
 }
 
+runner::RunnerConfig small_runner_config(int32_t block_size, int32_t num_blocks, int32_t max_tokens,
+                                         int32_t max_model_len) {
+  runner::RunnerConfig rc;
+  rc.block_size = block_size;
+  rc.num_blocks = {num_blocks};
+  rc.max_num_tokens = max_tokens;
+  rc.max_num_seqs = 4;
+  rc.max_model_len = max_model_len;
+  return rc;
+}
+
+std::vector<float> read_rows(backend::Ops& ops, const Tensor& src, int64_t first, int64_t n) {
+  std::vector<float> rows(size_t(n * src.size(-1)));
+  ops.copy_to_host(rows.data(), src.slice(first, first + n));
+  return rows;
+}
+
 double relative_max_error(const float* a, const float* b, size_t n) {
   double max_diff = 0.0, max_ref = 0.0;
   for (size_t i = 0; i < n; ++i) {

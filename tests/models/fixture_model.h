@@ -29,6 +29,12 @@ struct FixtureModel {
 std::string fixture_dir(const std::string& name);
 // Loads the model on the CPU backend with a runner of `num_blocks` blocks of `block_size` tokens.
 FixtureModel load_fixture(const std::string& name, int32_t block_size = 16, int32_t num_blocks = 64);
+// A runner of one KV group for tests: num_blocks blocks of block_size tokens, steps of up to max_tokens
+// tokens and 4 sequences, sequences of up to max_model_len tokens.
+runner::RunnerConfig small_runner_config(int32_t block_size, int32_t num_blocks, int32_t max_tokens,
+                                         int32_t max_model_len = 128);
+// Rows [first, first + n) of a [rows, width] tensor on `ops`, as fp32 on the host (an fp32 backend's).
+std::vector<float> read_rows(backend::Ops& ops, const Tensor& src, int64_t first, int64_t n);
 // max |a - b| / max |b| over the two arrays.
 double relative_max_error(const float* a, const float* b, size_t n);
 

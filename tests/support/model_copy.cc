@@ -72,12 +72,9 @@ uint16_t bf16_bits(float value) {
 
 }  // namespace
 
-std::string copy_model(const std::string& model_dir, const std::vector<std::string>& nan_tensors,
-                       const JsonPatches& patches) {
+std::string fresh_temp_dir(const std::string& prefix) {
   static std::atomic<int> counter{0};
-  const fs::path dir = fs::temp_directory_path() /
-                       ("drift-model-copy-" + std::to_string(getpid()) + "-" + std::to_string(counter++)) /
-                       fs::path(model_dir).filename();
+  const fs::path dir = fs::temp_directory_path() / (prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
   fs::create_directories(dir);
   static struct Cleanup {
     std::vector<fs::path> roots;
@@ -86,7 +83,14 @@ std::string copy_model(const std::string& model_dir, const std::vector<std::stri
       for (const fs::path& p : roots) fs::remove_all(p, ec);
     }
   } cleanup;
-  cleanup.roots.push_back(dir.parent_path());
+  cleanup.roots.push_back(dir);
+  return dir.string();
+}
+
+std::string copy_model(const std::string& model_dir, const std::vector<std::string>& nan_tensors,
+                       const JsonPatches& patches) {
+  const fs::path dir = fs::path(fresh_temp_dir("drift-model-copy")) / fs::path(model_dir).filename();
+  fs::create_directories(dir);
   for (const auto& entry : fs::directory_iterator(model_dir))
     fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
   if (!nan_tensors.empty())

@@ -16,6 +16,9 @@ namespace drift::testing {
 
 using JsonPatches = std::map<std::string, nlohmann::json>;  // file name -> RFC 7386 merge patch
 
+// A new empty folder under the system temp directory, named after `prefix`, removed at exit.
+std::string fresh_temp_dir(const std::string& prefix);
+
 std::string copy_model(const std::string& model_dir, const std::vector<std::string>& nan_tensors,
                        const JsonPatches& patches = {});
 // A copy with `chat_template` written to chat_template.jinja (which wins over tokenizer_config.json's).

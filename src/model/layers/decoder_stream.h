@@ -22,6 +22,8 @@ class DecoderStream {
   void allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_logits, int64_t hidden);
   // [num_taps, max_tokens, hidden], or undefined without taps.
   Tensor taps() const { return taps_.view; }
+  // [vocab, hidden]
+  Tensor embedding() const { return embed_tokens_.view; }
 
   // The two norms forward() applies around a layer: "<prefix>.input_layernorm.weight" into
   // layer.input_norm and "<prefix>.post_attention_layernorm.weight" into layer.post_attention_norm.

@@ -1,6 +1,9 @@
 #include "model/layers/gqa_attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
 namespace drift::model {
 
@@ -33,7 +36,7 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
     DRIFT_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(loader, prefix + ".v_proj", kv_out, spec.hidden, spec.qkv_bias));
   }
   DRIFT_ASSIGN_OR_RETURN(a.o_proj_,
-                         Linear::load(loader, prefix + ".o_proj", spec.hidden, q_out, spec.o_bias, LinearSplit::kRow));
+                         Linear::load(loader, prefix + ".o_proj", spec.out_features(), q_out, spec.o_bias, LinearSplit::kRow));
   if (spec.qk_norm) {
     DRIFT_ASSIGN_OR_RETURN(a.q_norm_, RmsNorm::load(loader, prefix + ".q_norm.weight", spec.head_dim, spec.norm_eps));
     DRIFT_ASSIGN_OR_RETURN(a.k_norm_, RmsNorm::load(loader, prefix + ".k_norm.weight", spec.head_dim, spec.norm_eps));
@@ -50,6 +53,20 @@ void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t
                                   std::optional<DType> kv_dtype) {
   k_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
   v_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
+}
+
+void GqaAttention::zero_cache(backend::Ops& ops) const {
+  constexpr size_t kChunkBytes = size_t(16) << 20;
+  for (const backend::Buffer* cache : {&k_cache_, &v_cache_}) {
+    const Tensor& c = cache->view;
+    const int64_t num_blocks = c.size(0);
+    const size_t block_bytes = c.nbytes() / size_t(std::max<int64_t>(num_blocks, 1));
+    const int64_t blocks_per_copy = std::max<int64_t>(1, int64_t(kChunkBytes / std::max<size_t>(block_bytes, 1)));
+    const std::vector<std::byte> zeros(size_t(std::min(blocks_per_copy, num_blocks)) * block_bytes);
+    for (int64_t b = 0; b < num_blocks; b += blocks_per_copy)
+      ops.copy_from_host(c.slice(b, std::min(num_blocks, b + blocks_per_copy)), zeros.data());
+    ops.synchronize();  // `zeros` is freed on return
+  }
 }
 
 void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,

@@ -17,11 +17,15 @@ namespace drift::model {
 
 struct GqaAttentionSpec {
   int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  // o_proj's output width; 0: hidden. EAGLE-3's layer reads [embedding | hidden] (2 * hidden) and writes hidden.
+  int64_t output_hidden = 0;
   bool qkv_bias = false, o_bias = false, qk_norm = false, sinks = false;
   double norm_eps = 1e-6;
   int32_t sliding_window = 0;
   int32_t kv_group = 0;  // which of the model's KV layer groups (block tables) this layer uses
   backend::RopeParams rope;
+
+  int64_t out_features() const { return output_hidden > 0 ? output_hidden : hidden; }
 };
 
 // Step buffers shared by every attention layer of a model, sized for the largest step.
@@ -41,7 +45,10 @@ class GqaAttention {
   // The layer's paged cache in kv_dtype (its KV group's KvSpec dtype); unset: the compute dtype.
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
                       std::optional<DType> kv_dtype = std::nullopt);
-  // x, out: [ctx.num_tokens, hidden]
+  // Zeroes the paged cache: slots no step wrote (a prefix-cache hit's, a padding row's) then hold 0, never
+  // a NaN bit pattern that attention would spread. Load time only (it goes through the host).
+  void zero_cache(backend::Ops& ops) const;
+  // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, out_features()]
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
                const Tensor& out) const;
   const GqaAttentionSpec& spec() const { return spec_; }
