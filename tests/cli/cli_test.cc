@@ -1,5 +1,5 @@
-// `drift` as a new user runs it. A model a backend cannot run (DeepSeek's latent attention on CUDA, an
-// FP8 KV cache on the CPU) is refused before loading with a message that names what is missing and exit
+// `drift` as a new user runs it. A model a backend cannot run (an F32 KV cache on CUDA, an FP8 KV cache on
+// the CPU) is refused before loading with a message that names what is missing and exit
 // code 1, never a crash trace. Speculation and the KV dtype are options of every engine command; inspect
 // and perplexity use the public API (drift/model_info.h, drift/perplexity.h).
 #include <gtest/gtest.h>
@@ -42,12 +42,13 @@ bool have_gpu() {
 }
 
 TEST(Cli, UnsupportedModelOnCudaIsANamedErrorNotATrace) {
-  const CommandRun r = drift("generate -m " + fixture("deepseek_v2") + " --device cuda -p hello -n 2");
+  const CommandRun r =
+      drift("generate -m " + fixture("deepseek_v2") + " --device cuda --kv-cache-dtype f32 -p hello -n 2");
   expect_clean_failure(r);
   if (have_gpu()) {
     EXPECT_NE(r.out.find("DeepseekV2ForCausalLM cannot run on the cuda backend: layer 0 (attention)"), std::string::npos)
         << r.out;
-    EXPECT_NE(r.out.find("multi-head latent attention"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("keeps the KV cache in BF16"), std::string::npos) << r.out;
   } else {
     // Without a GPU the backend itself is what is missing, and the message says so.
     EXPECT_TRUE(r.out.find("CUDA device 0 is not available") != std::string::npos ||

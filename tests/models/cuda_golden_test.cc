@@ -1,4 +1,5 @@
-// The GQA fixture models (and GPT-OSS: sinks, sliding windows, MXFP4 experts) on the CUDA backend against the goldens transformers recorded in fp32, the way
+// The GQA fixture models (and GPT-OSS: sinks, sliding windows, MXFP4 experts; DeepSeek-V2/V3 and Youtu:
+// multi-head latent attention, DeepSeek's routing and bf16 experts) on the CUDA backend against the goldens transformers recorded in fp32, the way
 // golden_test.cc checks the CPU backend. CUDA keeps weights and activations in bf16 (8 significant bits)
 // with fp32 accumulation, so logits are held to kTolerance of the largest golden logit instead of 1e-4,
 // and a greedy continuation may leave the golden one only at a step where transformers' own top-2 margin
@@ -236,7 +237,8 @@ TEST_P(CudaGoldenTest, DraftTreeMatchesTheCpu) {
   EXPECT_LE(relative_max_error(gpu.data(), cpu.data(), cpu.size()), tolerance());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "gpt_oss"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "gpt_oss",
+                                                                   "deepseek_v2", "deepseek_v3", "youtu"),
                          [](const ::testing::TestParamInfo<std::string>& test) {
                            std::string n = test.param;
                            std::replace(n.begin(), n.end(), '-', '_');

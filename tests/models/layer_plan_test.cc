@@ -104,14 +104,21 @@ TEST(BackendCheck, AttentionShapesOfEachKind) {
 #ifdef DRIFT_TEST_CUDA_SUPPORT
 // The CUDA backend's answers depend on its kernels, not on a GPU: checked here on any machine.
 TEST(BackendCheck, CudaNamesWhatItLacks) {
-  const weights::ModelConfig mla = fixture_config("deepseek_v2");
-  const Status latent =
-      backend::CudaOps::check_attention(model::attention_shape(mla, model::plan_layers(mla).layers[0], DType::kBF16));
-  ASSERT_FALSE(latent.ok());
-  EXPECT_NE(latent.message().find("multi-head latent attention"), std::string::npos) << latent.message();
-  const Status moe = backend::CudaOps::check_moe({.hidden = 64, .ffn = 32, .num_experts = 8, .top_k = 2});
+  for (const char* name : {"deepseek_v2", "deepseek_v3", "youtu"}) {  // multi-head latent attention
+    const weights::ModelConfig mla = fixture_config(name);
+    const auto shape = model::attention_shape(mla, model::plan_layers(mla).layers[0], DType::kBF16);
+    const Status latent = backend::CudaOps::check_attention(shape);
+    EXPECT_TRUE(latent.ok()) << name << ": " << latent.message();
+    auto odd = shape;
+    odd.head_dim = 42;
+    const Status refused = backend::CudaOps::check_attention(odd);
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_NE(refused.message().find("latent attention"), std::string::npos) << refused.message();
+  }
+  EXPECT_TRUE(backend::CudaOps::check_moe({.hidden = 64, .ffn = 32, .num_experts = 8, .top_k = 2}).ok());  // bf16 experts
+  const Status moe = backend::CudaOps::check_moe({.hidden = 64, .ffn = 1407, .num_experts = 8, .top_k = 2});
   ASSERT_FALSE(moe.ok());
-  EXPECT_NE(moe.message().find("mixture-of-experts"), std::string::npos);
+  EXPECT_NE(moe.message().find("bf16 experts"), std::string::npos) << moe.message();
   const weights::ModelConfig llama = fixture_config("llama");
   const auto gqa = model::attention_shape(llama, model::plan_layers(llama).layers[0], DType::kBF16);
   EXPECT_TRUE(backend::CudaOps::check_attention(gqa).ok());

@@ -21,29 +21,14 @@ class AttentionRulesTest : public CudaOpsTest, public ::testing::WithParamInterf
  protected:
   // The op on `ops` (bf16 q and caches on the GPU, fp32 on the CPU).
   std::vector<float> run(backend::Ops& ops, bool gpu, const KeyCase& c, const KeyInputs& in) {
-    const int64_t t = in.num_tokens, h = c.num_heads, d = c.head_dim, hk = c.num_kv_heads;
+    const int64_t t = in.num_tokens, h = c.num_heads, d = c.head_dim;
     auto floats = [&](const std::vector<float>& v, std::initializer_list<int64_t> shape) {
       return gpu ? gpu_bf16(v, shape) : cpu_f32(v, shape);
     };
     auto ints = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
       return gpu ? gpu_i32(v, shape) : cpu_i32(v, shape);
     };
-    KeyBuffers b;
-    b.q = floats(in.q, {t, h, d});
-    b.k_cache = floats(in.k_cache, {in.num_blocks, c.block_size, hk, d});
-    b.v_cache = floats(in.v_cache, {in.num_blocks, c.block_size, hk, d});
-    b.block_tables = ints(in.block_tables, {in.num_seqs, in.width});
-    b.query_start = ints(in.query_start, {in.num_seqs + 1});
-    b.context_lens = ints(in.context_lens, {in.num_seqs});
-    b.q_positions = ints(in.q_positions, {t});
-    if (in.mask_words > 0) {
-      b.tree_mask = ints(std::vector<int32_t>(in.tree_mask.begin(), in.tree_mask.end()), {t, in.mask_words});
-      b.tree_mask.view.dtype = DType::kU32;
-    }
-    if (!in.view_blocks.empty()) {
-      b.block_positions = ints(in.block_positions, {in.num_seqs, in.width});
-      b.view_blocks = ints(in.view_blocks, {in.num_seqs});
-    }
+    KeyBuffers b = upload_key_inputs(c, in, floats, ints);
     b.sinks = gpu ? gpu_f32(in.sinks, {h}) : cpu_f32(in.sinks, {h});
     b.out = gpu ? gpu_poisoned(DType::kBF16, {t, h, d}) : ops.alloc(DType::kF32, {t, h, d});
     const backend::PagedAttentionParams p = b.params(c, in);

@@ -166,6 +166,33 @@ TEST(CudaEngine, GptOssGreedyMatchesCpuWithChunksAndPrefixReuse) {
   }
 }
 
+// The bundled MLA model (DeepSeek-V2 layout: latent attention, dense MLPs) through the whole engine on
+// the GPU, graphs and eager, against the CPU engine. Its logits are larger than the fixture's (a trained
+// model, not random weights), so a near tie is judged by a margin of 1.0 instead of kAllowedMargin: 2 x 3%
+// of logits up to ~16.
+TEST(CudaEngine, MlaGreedyMatchesCpuAndGraphsMatchEager) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string model = std::string(DRIFT_MODELS_DIR) + "/drift-mla-14m";
+  const auto cpu = generate("cpu", true, true, "", model);
+  EngineConfig config;
+  config.model_dir = model;
+  config.device = "cuda";
+  config.max_num_seqs = 8;
+  const auto graphs = generate(config, kPrompts, false);
+  config.enforce_eager = true;
+  const auto eager = generate(config, kPrompts, false);
+  ASSERT_EQ(cpu.size(), kPrompts.size());
+  ASSERT_EQ(graphs.size(), kPrompts.size());
+  ASSERT_EQ(eager.size(), kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(graphs[i].reason, FinishReason::kLength) << graphs[i].error;
+    EXPECT_EQ(graphs[i].tokens, eager[i].tokens) << "prompt " << i;
+    std::printf("[ engine   ] mla prompt %zu cpu:  %s\n[ engine   ] mla prompt %zu cuda: %s\n", i,
+                ids(cpu[i].tokens).c_str(), i, ids(graphs[i].tokens).c_str());
+    expect_greedy_agrees(cpu[i], graphs[i], i, 1.0f);
+  }
+}
+
 // Speculative decoding (prompt-lookup drafts) on the GPU: several rows per sequence through the CUDA
 // sampler and the verify-step graphs. On the default model, whose text repeats, with and without drafts:
 // verify steps compute a token's logits in a batch of rows where plain decode computes it alone, which

@@ -193,15 +193,17 @@ TEST_F(ElementwiseTest, WriteKvScattersRowsAndSkipsNegativeSlots) {
   EXPECT_EQ(read_gpu(g_kc.view), read_cpu(c_kc.view));
   EXPECT_EQ(read_gpu(g_vc.view), read_cpu(c_vc.view));
 
-  // A latent cache row (MLA): k only, 20 values per slot.
-  const auto latent = random_values(tokens * 20), latent_cache = random_values(slots * 20);
-  auto c_l = cpu_f32(latent, {tokens, 1, 20});
-  auto c_lc = cpu_f32(latent_cache, {blocks, block_size, 1, 20});
-  cpu_->write_kv(c_l.view, Tensor(), c_slots.view, c_lc.view, Tensor());
-  auto g_l = gpu_bf16(latent, {tokens, 1, 20});
-  auto g_lc = gpu_bf16(latent_cache, {blocks, block_size, 1, 20});
-  gpu_->write_kv(g_l.view, Tensor(), g_slots.view, g_lc.view, Tensor());
-  EXPECT_EQ(read_gpu(g_lc.view), read_cpu(c_lc.view));
+  // A latent cache row (MLA): k only; 20 values per slot (bytes one at a time), 576 (DeepSeek: 16-byte units).
+  for (int64_t width : {20, 576}) {
+    const auto latent = random_values(tokens * width), latent_cache = random_values(slots * width);
+    auto c_l = cpu_f32(latent, {tokens, 1, width});
+    auto c_lc = cpu_f32(latent_cache, {blocks, block_size, 1, width});
+    cpu_->write_kv(c_l.view, Tensor(), c_slots.view, c_lc.view, Tensor());
+    auto g_l = gpu_bf16(latent, {tokens, 1, width});
+    auto g_lc = gpu_bf16(latent_cache, {blocks, block_size, 1, width});
+    gpu_->write_kv(g_l.view, Tensor(), g_slots.view, g_lc.view, Tensor());
+    EXPECT_EQ(read_gpu(g_lc.view), read_cpu(c_lc.view)) << "latent width " << width;
+  }
 }
 
 TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {

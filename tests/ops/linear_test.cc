@@ -92,7 +92,11 @@ TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
 }
 
 TEST_F(LinearTest, BatchedLinearMatchesCpu) {
-  for (auto [t, b, k, n] : {std::array<int64_t, 4>{3, 4, 64, 32}, {1, 16, 128, 512}, {9, 2, 40, 24}}) {
+  // MLA's absorbed projections: W_UK^T [heads, kv_lora_rank, nope] and W_UV [heads, v, kv_lora_rank], at
+  // DeepSeek's size (128 heads, 128 / 512) and the fixtures' (16 -> 32, 32 -> 12 and 16), and odd sizes.
+  for (auto [t, b, k, n] : {std::array<int64_t, 4>{3, 4, 64, 32}, {1, 16, 128, 512}, {9, 2, 40, 24},
+                            {5, 128, 128, 512}, {2, 128, 512, 128}, {7, 4, 16, 32}, {7, 4, 32, 12}, {1, 4, 32, 16},
+                            {11, 3, 13, 9}}) {
     const auto x = random_values(t * b * k), w = random_values(b * n * k, 0.1f);
     auto c_x = cpu_f32(x, {t, b, k});
     auto c_w = cpu_f32(w, {b, n, k});

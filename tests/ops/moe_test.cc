@@ -1,6 +1,7 @@
 // The CUDA mixture-of-experts ops against the CPU oracle: routing in GPT-OSS's and DeepSeek's variants
 // (ids exactly, weights to fp32 rounding), and MXFP4 experts (the CPU gets the same codes decoded to fp32)
-// at batch 1, odd token counts, experts that get no token, every token on one expert, and prefill sizes.
+// and bf16 experts (DeepSeek) at batch 1, odd token counts, experts that get no token, every token on one
+// expert, and prefill sizes.
 #include <algorithm>
 #include <numeric>
 
@@ -34,6 +35,13 @@ void draw_choices(std::mt19937_64& rng, const ExpertsCase& c, std::vector<int32_
   }
 }
 
+// One experts case's host inputs (fp32, bf16-exact): x, routing, biases (used where `bias`), expert matrices.
+struct ExpertsInputs {
+  std::vector<float> x, weights, b_gate_up, b_down, gate_up, down;
+  std::vector<int32_t> ids;
+  bool bias = true;
+};
+
 class CudaMoeTest : public CudaOpsTest {
  protected:
   backend::Buffer gpu_u8(const std::vector<uint8_t>& v, std::initializer_list<int64_t> shape) {
@@ -52,7 +60,15 @@ class CudaMoeTest : public CudaOpsTest {
     gpu_->copy_to_host(v.data(), t);
     return v;
   }
+  // x, routing and biases; the expert matrices are the caller's.
+  ExpertsInputs random_inputs(const ExpertsCase& c);
+  std::vector<float> cpu_experts(const ExpertsCase& c, const ExpertsInputs& in);
+  // moe_experts on the GPU with p's expert matrices (bf16, or MXFP4 codes and scales), run twice: the
+  // second must give the same bits.
+  std::vector<float> gpu_experts(const ExpertsCase& c, const ExpertsInputs& in, const backend::MoeShape& shape,
+                                 backend::MoeExpertsParams p);
   void expect_experts_match(const ExpertsCase& c);
+  void expect_bf16_experts_match(const ExpertsCase& c);
 };
 
 struct RouteCase {
@@ -81,6 +97,13 @@ TEST_F(CudaMoeTest, RoutingMatchesTheCpu) {
       {"gpt-oss 128 experts top-4", 5, 128, 4, rule(Scoring::kSoftmax, 1, 1, 1, true, 1.0f), false},
       {"deepseek-v2 softmax, groups by max", 19, 64, 6, rule(Scoring::kSoftmax, 8, 3, 1, false, 1.0f), false},
       {"deepseek-v3 sigmoid + bias, groups by top-2", 23, 256, 8, rule(Scoring::kSigmoid, 8, 4, 2, true, 2.5f), true},
+      {"deepseek-v2 greedy softmax, not renormalised, scaled", 33, 160, 6, rule(Scoring::kSoftmax, 1, 1, 1, false, 16.0f),
+       false},
+      {"deepseek-v2 greedy at batch 1", 1, 64, 6, rule(Scoring::kSoftmax, 1, 1, 1, false, 1.0f), false},
+      {"deepseek-v3 fixture: 8 experts, 2 groups, keep 1, top-3", 31, 8, 3, rule(Scoring::kSigmoid, 2, 1, 2, true, 2.5f),
+       true},
+      {"deepseek-v3 at batch 1", 1, 256, 8, rule(Scoring::kSigmoid, 8, 4, 2, true, 2.5f), true},
+      {"sigmoid, no bias, not renormalised", 9, 72, 4, rule(Scoring::kSigmoid, 1, 1, 1, false, 1.0f), false},
   };
   for (const RouteCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -126,50 +149,110 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
   }
 }
 
-void CudaMoeTest::expect_experts_match(const ExpertsCase& c) {
-  CudaMoeTest& t = *this;
-  const int64_t e = c.experts, h = c.hidden, f = c.ffn, n = c.tokens;
-  const std::vector<uint8_t> gu_codes = t.random_bytes(e * 2 * f * h / 2, 0, 256);
-  const std::vector<uint8_t> gu_scales = t.random_bytes(e * 2 * f * h / 32, 119, 125);
-  const std::vector<uint8_t> dn_codes = t.random_bytes(e * h * f / 2, 0, 256);
-  const std::vector<uint8_t> dn_scales = t.random_bytes(e * h * f / 32, 119, 125);
-  std::vector<float> gu(size_t(e * 2 * f * h)), dn(size_t(e * h * f));
-  weights::dequantize_mxfp4(gu_codes, gu_scales, gu);
-  weights::dequantize_mxfp4(dn_codes, dn_scales, dn);
-  const std::vector<float> x = t.random_values(n * h), b_gu = t.random_values(e * 2 * f, 0.1f), b_dn = t.random_values(e * h, 0.1f);
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-  draw_choices(t.rng_, c, ids, weights);
+// bf16 experts (DeepSeek): the CPU runs the same bf16-exact weights in fp32.
+TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
+  const ExpertsCase cases[] = {
+      {"batch 1", 1, 64, 32, 8, 2, 8, false, 0.0f},
+      {"batch 1, deepseek-v3 top-8 of 64", 1, 256, 96, 64, 8, 64, false, 0.0f},
+      {"3 tokens, odd widths (hidden 72, ffn 40)", 3, 72, 40, 8, 3, 8, false, 0.0f},
+      {"17 tokens, 4 of 16 experts used (the rest get no token)", 17, 192, 128, 16, 4, 4, false, 0.0f},
+      {"every token on one expert", 29, 64, 64, 8, 1, 1, false, 0.0f},
+      {"interleaved gate/up rows, clamped SwiGLU", 21, 128, 64, 8, 2, 8, true, 7.0f},
+      {"300 tokens (prefill: many tiles per expert)", 300, 256, 192, 8, 4, 8, false, 0.0f},
+      {"k past a whole step (hidden 200, ffn 136)", 40, 200, 136, 6, 2, 6, false, 0.0f},
+  };
+  for (const ExpertsCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    expect_bf16_experts_match(c);
+    if (HasFailure()) return;
+  }
+}
 
+ExpertsInputs CudaMoeTest::random_inputs(const ExpertsCase& c) {
+  ExpertsInputs in;
+  in.x = random_values(c.tokens * c.hidden);
+  in.b_gate_up = random_values(c.experts * 2 * c.ffn, 0.1f);
+  in.b_down = random_values(c.experts * c.hidden, 0.1f);
+  draw_choices(rng_, c, in.ids, in.weights);
+  return in;
+}
+
+std::vector<float> CudaMoeTest::cpu_experts(const ExpertsCase& c, const ExpertsInputs& in) {
+  const int64_t e = c.experts, h = c.hidden, f = c.ffn, n = c.tokens;
+  backend::Buffer x = cpu_f32(in.x, {n, h}), ids = cpu_i32(in.ids, {n, c.top_k}), w = cpu_f32(in.weights, {n, c.top_k});
+  backend::Buffer gu = cpu_f32(in.gate_up, {e, 2 * f, h}), dn = cpu_f32(in.down, {e, h, f});
+  backend::Buffer b_gu = cpu_f32(in.b_gate_up, {e, 2 * f}), b_dn = cpu_f32(in.b_down, {e, h});
+  backend::Buffer out = cpu_->alloc(DType::kF32, {n, h});
   backend::MoeExpertsParams p;
   p.gate_up_interleaved = c.interleaved;
   p.swiglu_limit = c.swiglu_limit;
-  backend::Buffer cx = t.cpu_f32(x, {n, h}), cids = t.cpu_i32(ids, {n, c.top_k}), cw = t.cpu_f32(weights, {n, c.top_k});
-  backend::Buffer cgu = t.cpu_f32(gu, {e, 2 * f, h}), cdn = t.cpu_f32(dn, {e, h, f});
-  backend::Buffer cbgu = t.cpu_f32(b_gu, {e, 2 * f}), cbdn = t.cpu_f32(b_dn, {e, h});
-  backend::Buffer cout = t.cpu_->alloc(DType::kF32, {n, h});
-  p.x = cx.view, p.topk_ids = cids.view, p.topk_weights = cw.view, p.w_gate_up = cgu.view, p.w_down = cdn.view;
-  p.b_gate_up = cbgu.view, p.b_down = cbdn.view, p.out = cout.view;
-  t.cpu_->moe_experts(p);
+  p.x = x.view, p.topk_ids = ids.view, p.topk_weights = w.view, p.w_gate_up = gu.view, p.w_down = dn.view;
+  if (in.bias) p.b_gate_up = b_gu.view, p.b_down = b_dn.view;
+  p.out = out.view;
+  cpu_->moe_experts(p);
+  return read_cpu(out.view);
+}
+
+std::vector<float> CudaMoeTest::gpu_experts(const ExpertsCase& c, const ExpertsInputs& in, const backend::MoeShape& shape,
+                                            backend::MoeExpertsParams p) {
+  const int64_t e = c.experts, h = c.hidden, f = c.ffn, n = c.tokens;
+  EXPECT_TRUE(gpu_->supports(shape).ok()) << gpu_->supports(shape).to_string();
+  backend::Buffer x = gpu_bf16(in.x, {n, h}), ids = gpu_i32(in.ids, {n, c.top_k}), w = gpu_f32(in.weights, {n, c.top_k});
+  backend::Buffer b_gu = gpu_bf16(in.b_gate_up, {e, 2 * f}), b_dn = gpu_bf16(in.b_down, {e, h});
+  backend::Buffer out = gpu_poisoned(DType::kBF16, {n, h});
+  backend::Buffer work = gpu_->alloc(DType::kU8, {int64_t(gpu_->moe_workspace_bytes(shape, n))});
+  p.gate_up_interleaved = c.interleaved;
+  p.swiglu_limit = c.swiglu_limit;
+  p.x = x.view, p.topk_ids = ids.view, p.topk_weights = w.view, p.out = out.view, p.workspace = work.view;
+  if (in.bias) p.b_gate_up = b_gu.view, p.b_down = b_dn.view;
+  gpu_->moe_experts(p);
+  const std::vector<float> got = read_gpu(out.view);
+  gpu_->moe_experts(p);
+  EXPECT_EQ(read_gpu(out.view), got) << "the same launch twice gives other bits";
+  return got;
+}
+
+void CudaMoeTest::expect_experts_match(const ExpertsCase& c) {
+  const int64_t e = c.experts, h = c.hidden, f = c.ffn;
+  const std::vector<uint8_t> gu_codes = random_bytes(e * 2 * f * h / 2, 0, 256);
+  const std::vector<uint8_t> gu_scales = random_bytes(e * 2 * f * h / 32, 119, 125);
+  const std::vector<uint8_t> dn_codes = random_bytes(e * h * f / 2, 0, 256);
+  const std::vector<uint8_t> dn_scales = random_bytes(e * h * f / 32, 119, 125);
+  ExpertsInputs in = random_inputs(c);
+  in.gate_up.resize(size_t(e * 2 * f * h));
+  in.down.resize(size_t(e * h * f));
+  weights::dequantize_mxfp4(gu_codes, gu_scales, in.gate_up);
+  weights::dequantize_mxfp4(dn_codes, dn_scales, in.down);
+  const std::vector<float> want = cpu_experts(c, in);
 
   const backend::MoeShape shape{.hidden = h, .ffn = f, .num_experts = e, .top_k = c.top_k, .mxfp4 = true};
-  ASSERT_TRUE(t.gpu_->supports(shape).ok());
-  backend::Buffer gx = t.gpu_bf16(x, {n, h}), gids = t.gpu_i32(ids, {n, c.top_k}), gw = t.gpu_f32(weights, {n, c.top_k});
-  backend::Buffer ggu = t.gpu_u8(gu_codes, {e, 2 * f, h / 2}), ggus = t.gpu_u8(gu_scales, {e, 2 * f, h / 32});
-  backend::Buffer gdn = t.gpu_u8(dn_codes, {e, h, f / 2}), gdns = t.gpu_u8(dn_scales, {e, h, f / 32});
-  backend::Buffer gbgu = t.gpu_bf16(b_gu, {e, 2 * f}), gbdn = t.gpu_bf16(b_dn, {e, h});
-  backend::Buffer gout = t.gpu_poisoned(DType::kBF16, {n, h});
-  backend::Buffer work = t.gpu_->alloc(DType::kU8, {int64_t(t.gpu_->moe_workspace_bytes(shape, n))});
-  p.x = gx.view, p.topk_ids = gids.view, p.topk_weights = gw.view, p.w_gate_up = ggu.view, p.w_down = gdn.view;
-  p.w_gate_up_scales = ggus.view, p.w_down_scales = gdns.view, p.b_gate_up = gbgu.view, p.b_down = gbdn.view;
-  p.out = gout.view, p.workspace = work.view;
-  t.gpu_->moe_experts(p);
+  backend::Buffer gu = gpu_u8(gu_codes, {e, 2 * f, h / 2}), gus = gpu_u8(gu_scales, {e, 2 * f, h / 32});
+  backend::Buffer dn = gpu_u8(dn_codes, {e, h, f / 2}), dns = gpu_u8(dn_scales, {e, h, f / 32});
+  backend::MoeExpertsParams p;
+  p.w_gate_up = gu.view, p.w_gate_up_scales = gus.view, p.w_down = dn.view, p.w_down_scales = dns.view;
   // bf16 inputs to each product (x, the activation) and a bf16 output: a few bf16 roundings deep.
-  EXPECT_CLOSE(t.read_gpu(gout.view), t.read_cpu(cout.view), 1.5e-2);
+  EXPECT_CLOSE(gpu_experts(c, in, shape, p), want, 1.5e-2);
+}
+
+void CudaMoeTest::expect_bf16_experts_match(const ExpertsCase& c) {
+  const int64_t e = c.experts, h = c.hidden, f = c.ffn;
+  ExpertsInputs in = random_inputs(c);
+  in.gate_up = random_values(e * 2 * f * h, 0.1f);
+  in.down = random_values(e * h * f, 0.1f);
+  in.bias = c.interleaved;  // GPT-OSS-like rows carry biases; DeepSeek's have none
+  const std::vector<float> want = cpu_experts(c, in);
+
+  const backend::MoeShape shape{.hidden = h, .ffn = f, .num_experts = e, .top_k = c.top_k,
+                                .clamped_swiglu = c.swiglu_limit > 0.0f};
+  backend::Buffer gu = gpu_bf16(in.gate_up, {e, 2 * f, h}), dn = gpu_bf16(in.down, {e, h, f});
+  backend::MoeExpertsParams p;
+  p.w_gate_up = gu.view, p.w_down = dn.view;
+  EXPECT_CLOSE(gpu_experts(c, in, shape, p), want, 1.5e-2);
 }
 
 TEST_F(CudaMoeTest, RefusesExpertsItCannotRun) {
-  EXPECT_FALSE(gpu_->supports(backend::MoeShape{.hidden = 64, .ffn = 64, .num_experts = 8, .top_k = 2}).ok());
+  EXPECT_TRUE(gpu_->supports(backend::MoeShape{.hidden = 64, .ffn = 64, .num_experts = 8, .top_k = 2}).ok());
+  EXPECT_FALSE(gpu_->supports(backend::MoeShape{.hidden = 64, .ffn = 1407, .num_experts = 8, .top_k = 2}).ok());
   EXPECT_FALSE(
       gpu_->supports(backend::MoeShape{.hidden = 96, .ffn = 64, .num_experts = 8, .top_k = 2, .mxfp4 = true}).ok());
   EXPECT_TRUE(gpu_->reads_weight_format(backend::WeightFormat::kMxfp4));

@@ -58,6 +58,31 @@ struct KeyBuffers {
   // The op's parameters: optional inputs only where the case uses them.
   backend::PagedAttentionParams params(const KeyCase& c, const KeyInputs& in) const;
 };
+// The inputs placed on a backend through `floats(values, shape)` (q and the caches: bf16 on the GPU, fp32 on
+// the CPU) and `ints(values, shape)`, optional ones only where the case has them. Sinks and out are the
+// caller's (their dtype and out's width are the test's choice).
+template <class Floats, class Ints>
+KeyBuffers upload_key_inputs(const KeyCase& c, const KeyInputs& in, Floats&& floats, Ints&& ints) {
+  const int64_t t = in.num_tokens, d = c.head_dim, hk = c.num_kv_heads;
+  KeyBuffers b;
+  b.q = floats(in.q, {t, c.num_heads, d});
+  b.k_cache = floats(in.k_cache, {in.num_blocks, c.block_size, hk, d});
+  b.v_cache = floats(in.v_cache, {in.num_blocks, c.block_size, hk, d});
+  b.block_tables = ints(in.block_tables, {in.num_seqs, in.width});
+  b.query_start = ints(in.query_start, {in.num_seqs + 1});
+  b.context_lens = ints(in.context_lens, {in.num_seqs});
+  b.q_positions = ints(in.q_positions, {t});
+  if (in.mask_words > 0) {
+    b.tree_mask = ints(std::vector<int32_t>(in.tree_mask.begin(), in.tree_mask.end()), {t, in.mask_words});
+    b.tree_mask.view.dtype = DType::kU32;
+  }
+  if (!in.view_blocks.empty()) {
+    b.block_positions = ints(in.block_positions, {in.num_seqs, in.width});
+    b.view_blocks = ints(in.view_blocks, {in.num_seqs});
+  }
+  return b;
+}
+
 // A case whose cache holds only the `listed` logical blocks (ascending) of `c`'s single sequence, copied
 // into a plain table, with the same queries and sinks: what attention over a view of those blocks must
 // equal. The last listed block must be the sequence's last and the others full, so positions compact.

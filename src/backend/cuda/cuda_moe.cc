@@ -1,5 +1,5 @@
-// CudaOps' mixture-of-experts ops: shape and dtype checks, then the launchers of ops/moe_route.cu and
-// ops/moe_mxfp4.cu.
+// CudaOps' mixture-of-experts ops: shape and dtype checks, then the launchers of ops/moe_route.cu,
+// ops/moe_mxfp4.cu (MXFP4 experts, GPT-OSS) and ops/moe_bf16.cu (bf16 experts, DeepSeek).
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_ops.h"
@@ -14,10 +14,11 @@ using cuda::check_dtype;
 using cuda::i32_ptr;
 
 Status CudaOps::check_moe(const MoeShape& s) {
-  if (!s.mxfp4)
-    return unsupported("the cuda backend runs mixture-of-experts layers with MXFP4 experts (GPT-OSS); experts in "
-                       "the compute dtype (DeepSeek) are not on it yet");
-  if (!cuda::mxfp4_moe_supports(s.hidden, s.ffn, s.num_experts))
+  if (!s.mxfp4 && !cuda::bf16_moe_supports(s.hidden, s.ffn, s.num_experts))
+    return unsupported(fmt::format("the cuda bf16 experts take hidden and expert widths that are multiples of 8 and "
+                                   "at most 1024 experts; this layer has hidden {}, width {}, {} experts",
+                                   s.hidden, s.ffn, s.num_experts));
+  if (s.mxfp4 && !cuda::mxfp4_moe_supports(s.hidden, s.ffn, s.num_experts))
     return unsupported(fmt::format("the cuda MXFP4 experts take hidden and expert widths that are multiples of 64 and "
                                    "at most 1024 experts; this layer has hidden {}, width {}, {} experts",
                                    s.hidden, s.ffn, s.num_experts));
@@ -29,9 +30,9 @@ Status CudaOps::check_moe(const MoeShape& s) {
 }
 
 size_t CudaOps::moe_workspace_bytes(const MoeShape& s, int64_t max_tokens) const {
-  if (!s.mxfp4) return 0;
-  return cuda::mxfp4_moe_workspace_bytes(max_tokens, int32_t(s.hidden), int32_t(s.ffn), int32_t(s.num_experts),
-                                         int32_t(s.top_k));
+  // The same layout for both formats (ops/moe_workspace.h).
+  return cuda::moe_workspace_bytes(max_tokens, int32_t(s.hidden), int32_t(s.ffn), int32_t(s.num_experts),
+                                   int32_t(s.top_k));
 }
 
 void CudaOps::moe_route(const MoeRouteParams& p) {
@@ -59,53 +60,85 @@ void CudaOps::moe_route(const MoeRouteParams& p) {
             stream_);
 }
 
-void CudaOps::moe_experts(const MoeExpertsParams& p) {
-  DRIFT_CHECK(p.w_gate_up.dtype == DType::kU8 && p.w_down.dtype == DType::kU8,
-              "cuda moe_experts reads MXFP4 experts (U8 codes), not {} / {}", p.w_gate_up.describe(),
-              p.w_down.describe());
+namespace {
+
+// Shape and dtype checks every expert format shares, then the launch fields they share.
+cuda::MoeExpertsArgs experts_args(const MoeExpertsParams& p, int64_t experts, int64_t ffn) {
   check_dtype(p.x, DType::kBF16, "moe_experts x");
   check_dtype(p.out, DType::kBF16, "moe_experts out");
   check_dtype(p.topk_ids, DType::kI32, "moe_experts topk_ids");
   check_dtype(p.topk_weights, DType::kF32, "moe_experts topk_weights");
+  const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1), top_k = p.topk_ids.size(1);
+  DRIFT_CHECK_EQ(p.out.numel(), num_tokens * hidden);
+  DRIFT_CHECK_EQ(p.topk_ids.size(0), num_tokens);
+  DRIFT_CHECK_EQ(p.topk_weights.numel(), num_tokens * top_k);
+  if (p.b_gate_up.defined()) {
+    check_dtype(p.b_gate_up, DType::kBF16, "moe_experts gate_up bias");
+    DRIFT_CHECK_EQ(p.b_gate_up.numel(), experts * 2 * ffn);
+  }
+  if (p.b_down.defined()) {
+    check_dtype(p.b_down, DType::kBF16, "moe_experts down bias");
+    DRIFT_CHECK_EQ(p.b_down.numel(), experts * hidden);
+  }
+  const size_t need =
+      cuda::moe_workspace_bytes(num_tokens, int32_t(hidden), int32_t(ffn), int32_t(experts), int32_t(top_k));
+  check_device(p.workspace, "moe_experts workspace");
+  DRIFT_CHECK(p.workspace.nbytes() >= need, "cuda moe_experts: workspace of {} bytes, {} tokens need {}",
+              p.workspace.nbytes(), num_tokens, need);
+  return {.x = bf16_ptr(p.x),
+          .topk_ids = i32_ptr(p.topk_ids),
+          .topk_weights = p.topk_weights.data_as<float>(),
+          .gate_up_bias = p.b_gate_up.defined() ? bf16_ptr(p.b_gate_up) : nullptr,
+          .down_bias = p.b_down.defined() ? bf16_ptr(p.b_down) : nullptr,
+          .out = bf16_mut(p.out),
+          .workspace = p.workspace.data,
+          .num_tokens = num_tokens,
+          .hidden = int32_t(hidden),
+          .ffn = int32_t(ffn),
+          .num_experts = int32_t(experts),
+          .top_k = int32_t(top_k),
+          .interleaved = p.gate_up_interleaved,
+          .swiglu_limit = p.swiglu_limit,
+          .swiglu_alpha = p.swiglu_alpha};
+}
+
+}  // namespace
+
+void CudaOps::moe_experts(const MoeExpertsParams& p) {
+  if (p.w_gate_up.dtype == DType::kBF16) return moe_experts_bf16(p);
+  DRIFT_CHECK(p.w_gate_up.dtype == DType::kU8 && p.w_down.dtype == DType::kU8,
+              "cuda moe_experts reads MXFP4 experts (U8 codes) or BF16 ones, not {} / {}", p.w_gate_up.describe(),
+              p.w_down.describe());
   check_dtype(p.w_gate_up_scales, DType::kU8, "moe_experts gate_up scales");
   check_dtype(p.w_down_scales, DType::kU8, "moe_experts down scales");
-  const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1), top_k = p.topk_ids.size(1);
-  const int64_t experts = p.w_gate_up.size(0), ffn = p.w_down.size(2) * 2;
+  const int64_t hidden = p.x.size(1), experts = p.w_gate_up.size(0), ffn = p.w_down.size(2) * 2;
   DRIFT_CHECK_EQ(p.w_gate_up.numel(), experts * 2 * ffn * hidden / 2);
   DRIFT_CHECK_EQ(p.w_down.numel(), experts * hidden * ffn / 2);
   DRIFT_CHECK_EQ(p.w_gate_up_scales.numel(), experts * 2 * ffn * hidden / 32);
   DRIFT_CHECK_EQ(p.w_down_scales.numel(), experts * hidden * ffn / 32);
-  DRIFT_CHECK_EQ(p.out.numel(), num_tokens * hidden);
-  DRIFT_CHECK_EQ(p.topk_ids.size(0), num_tokens);
   DRIFT_CHECK(cuda::mxfp4_moe_supports(hidden, ffn, experts), "cuda moe_experts: hidden {}, width {}, {} experts",
               hidden, ffn, experts);
-  if (p.b_gate_up.defined()) check_dtype(p.b_gate_up, DType::kBF16, "moe_experts gate_up bias");
-  if (p.b_down.defined()) check_dtype(p.b_down, DType::kBF16, "moe_experts down bias");
-  const size_t need = cuda::mxfp4_moe_workspace_bytes(num_tokens, int32_t(hidden), int32_t(ffn), int32_t(experts),
-                                                      int32_t(top_k));
-  check_device(p.workspace, "moe_experts workspace");
-  DRIFT_CHECK(p.workspace.nbytes() >= need, "cuda moe_experts: workspace of {} bytes, {} tokens need {}",
-              p.workspace.nbytes(), num_tokens, need);
-  cuda::run(cuda::Mxfp4MoeParams{.x = bf16_ptr(p.x),
-                                 .topk_ids = i32_ptr(p.topk_ids),
-                                 .topk_weights = p.topk_weights.data_as<float>(),
-                                 .gate_up = p.w_gate_up.data_as<uint8_t>(),
-                                 .gate_up_scales = p.w_gate_up_scales.data_as<uint8_t>(),
-                                 .gate_up_bias = p.b_gate_up.defined() ? bf16_ptr(p.b_gate_up) : nullptr,
-                                 .down = p.w_down.data_as<uint8_t>(),
-                                 .down_scales = p.w_down_scales.data_as<uint8_t>(),
-                                 .down_bias = p.b_down.defined() ? bf16_ptr(p.b_down) : nullptr,
-                                 .out = bf16_mut(p.out),
-                                 .workspace = p.workspace.data,
-                                 .num_tokens = num_tokens,
-                                 .hidden = int32_t(hidden),
-                                 .ffn = int32_t(ffn),
-                                 .num_experts = int32_t(experts),
-                                 .top_k = int32_t(top_k),
-                                 .interleaved = p.gate_up_interleaved,
-                                 .swiglu_limit = p.swiglu_limit,
-                                 .swiglu_alpha = p.swiglu_alpha},
-            stream_);
+  cuda::Mxfp4MoeParams params;
+  static_cast<cuda::MoeExpertsArgs&>(params) = experts_args(p, experts, ffn);
+  params.gate_up = p.w_gate_up.data_as<uint8_t>();
+  params.gate_up_scales = p.w_gate_up_scales.data_as<uint8_t>();
+  params.down = p.w_down.data_as<uint8_t>();
+  params.down_scales = p.w_down_scales.data_as<uint8_t>();
+  cuda::run(params, stream_);
+}
+
+void CudaOps::moe_experts_bf16(const MoeExpertsParams& p) {
+  check_dtype(p.w_down, DType::kBF16, "moe_experts down");
+  const int64_t hidden = p.x.size(1), experts = p.w_gate_up.size(0), ffn = p.w_down.size(2);
+  DRIFT_CHECK_EQ(p.w_gate_up.numel(), experts * 2 * ffn * hidden);
+  DRIFT_CHECK_EQ(p.w_down.numel(), experts * hidden * ffn);
+  DRIFT_CHECK(cuda::bf16_moe_supports(hidden, ffn, experts), "cuda moe_experts: hidden {}, width {}, {} experts",
+              hidden, ffn, experts);
+  cuda::Bf16MoeParams params;
+  static_cast<cuda::MoeExpertsArgs&>(params) = experts_args(p, experts, ffn);
+  params.gate_up = bf16_ptr(p.w_gate_up);
+  params.down = bf16_ptr(p.w_down);
+  cuda::run(params, stream_);
 }
 
 }  // namespace drift::backend

@@ -315,17 +315,24 @@ namespace {
 cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
   check_dtype(p.q, DType::kBF16, "paged_attention q");
   check_dtype(p.k_cache, DType::kBF16, "paged_attention k_cache");
-  DRIFT_CHECK(p.v_cache.defined(), "cuda paged_attention: a shared K=V latent cache (MLA) is not on this backend yet");
-  check_dtype(p.v_cache, DType::kBF16, "paged_attention v_cache");
+  const bool latent = !p.v_cache.defined();  // MLA: V is the first out.size(2) features of each k_cache row
+  if (!latent) check_dtype(p.v_cache, DType::kBF16, "paged_attention v_cache");
   check_dtype(p.out, DType::kBF16, "paged_attention out");
   check_dtype(p.block_tables, DType::kI32, "paged_attention block_tables");
   check_dtype(p.query_start, DType::kI32, "paged_attention query_start");
   check_dtype(p.context_lens, DType::kI32, "paged_attention context_lens");
   const int32_t num_tokens = int32_t(p.q.size(0)), num_heads = int32_t(p.q.size(1)), head_dim = int32_t(p.q.size(2));
   const int32_t num_seqs = int32_t(p.context_lens.numel());
+  const int32_t head_dim_v = latent ? int32_t(p.out.size(-1)) : head_dim;
   DRIFT_CHECK_EQ(p.k_cache.size(3), int64_t(head_dim));
-  DRIFT_CHECK_EQ(p.v_cache.size(3), int64_t(head_dim));  // head_dim_v != head_dim: not on this backend yet
-  DRIFT_CHECK_EQ(p.out.numel(), p.q.numel());
+  if (latent) {
+    DRIFT_CHECK(p.k_cache.size(2) == 1 && head_dim_v <= head_dim,
+                "cuda paged_attention: a latent cache {} (one row per token) read as values of width {}",
+                p.k_cache.describe(), head_dim_v);
+  } else {
+    DRIFT_CHECK_EQ(p.v_cache.size(3), int64_t(head_dim));  // head_dim_v != head_dim: not on this backend yet
+  }
+  DRIFT_CHECK_EQ(p.out.numel(), int64_t(num_tokens) * num_heads * head_dim_v);
   DRIFT_CHECK(p.q_row_stride == 0 || p.q_row_stride >= int64_t(num_heads) * head_dim,
               "cuda paged_attention: q row stride {} under a row of {} heads x {}", p.q_row_stride, num_heads, head_dim);
   DRIFT_CHECK_EQ(p.query_start.numel(), int64_t(num_seqs) + 1);
@@ -347,7 +354,8 @@ cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
     DRIFT_CHECK_EQ(p.block_positions.numel(), p.block_tables.numel());
     DRIFT_CHECK_EQ(p.view_blocks.numel(), int64_t(num_seqs));
   }
-  return {.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = bf16_ptr(p.v_cache), .out = bf16_mut(p.out),
+  return {.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = latent ? nullptr : bf16_ptr(p.v_cache),
+          .out = bf16_mut(p.out),
           .block_tables = i32_ptr(p.block_tables), .query_start = i32_ptr(p.query_start),
           .context_lens = i32_ptr(p.context_lens),
           .q_positions = p.q_positions.defined() ? i32_ptr(p.q_positions) : nullptr,
@@ -357,7 +365,8 @@ cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
           .sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr,
           .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : int64_t(num_heads) * head_dim,
           .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
-          .num_kv_heads = int32_t(p.k_cache.size(2)), .head_dim = head_dim, .block_size = int32_t(p.k_cache.size(1)),
+          .num_kv_heads = int32_t(p.k_cache.size(2)), .head_dim = head_dim, .head_dim_v = head_dim_v,
+          .block_size = int32_t(p.k_cache.size(1)),
           .max_blocks_per_seq = int32_t(p.block_tables.size(1)),
           .mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0, .num_splits = 1, .scale = p.scale,
           .sliding_window = p.sliding_window};
@@ -390,9 +399,34 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   return int32_t(splits);
 }
 
+int32_t CudaOps::mla_splits(const cuda::AttentionParams& a) const {
+  // Enough CTAs for two per SM when a step has few (decode at small batch), at least 256 keys per split,
+  // at most 32 splits, and no more partial results than the workspace holds. Only shapes decide: the
+  // launch stays capturable.
+  const int64_t head_groups = (a.num_heads + cuda::mla_attention_heads_per_cta() - 1) / cuda::mla_attention_heads_per_cta();
+  const int64_t ctas = int64_t(a.num_tokens) * head_groups;
+  const int64_t max_keys = int64_t(a.max_blocks_per_seq) * a.block_size;
+  const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim_v + 2);
+  int64_t splits = (2 * int64_t(num_sms_) + ctas - 1) / ctas;
+  splits = std::min<int64_t>({splits, (max_keys + 255) / 256, 32,
+                              int64_t(options_.attention_workspace_bytes / 4) / per_split_floats});
+  return int32_t(std::max<int64_t>(splits, 1));
+}
+
 void CudaOps::paged_attention(const PagedAttentionParams& p) {
   cuda::AttentionParams a = attention_params(p);
   if (a.num_tokens == 0) return;
+  if (a.v_cache == nullptr) {  // MLA's shared latent
+    DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
+                "cuda paged_attention: latent rows of {} read as values of {} are not supported", a.head_dim,
+                a.head_dim_v);
+    a.num_splits = mla_splits(a);
+    if (a.num_splits > 1) {
+      a.partial_out = static_cast<float*>(attention_workspace_.get());
+      a.partial_lse = a.partial_out + int64_t(a.num_tokens) * a.num_heads * a.num_splits * a.head_dim_v;
+    }
+    return cuda::run_mla_attention(a, stream_);
+  }
   const bool decode_ok = cuda::decode_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
   const bool prefill_ok = cuda::prefill_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
   DRIFT_CHECK(decode_ok || prefill_ok, "cuda paged_attention: head_dim {} with {} heads over {} kv heads is not supported",
@@ -445,11 +479,16 @@ void CudaOps::copy(const Tensor& src, const Tensor& dst) {
 }
 
 Status CudaOps::check_attention(const AttentionShape& s) {
-  if (s.shared_kv)
-    return unsupported("multi-head latent attention (one shared K=V latent cache, as DeepSeek and Youtu use) is not "
-                       "on the cuda backend yet");
   if (s.kv_dtype != DType::kBF16)
     return unsupported(fmt::format("the cuda backend keeps the KV cache in BF16, not {}", dtype_name(s.kv_dtype)));
+  if (s.shared_kv) {
+    if (!cuda::mla_attention_supports(int32_t(s.head_dim), int32_t(s.head_dim_v), int32_t(s.num_kv_heads)))
+      return unsupported(fmt::format("the cuda latent attention (MLA) takes one latent row per token of a width that "
+                                     "is a multiple of 8 up to 1024, values its first features; this layer has {} "
+                                     "kv heads of width {}, values of {}",
+                                     s.num_kv_heads, s.head_dim, s.head_dim_v));
+    return Status::Ok();
+  }
   if (s.head_dim_v != s.head_dim)
     return unsupported(fmt::format("attention with value width {} != key width {} is not on the cuda backend",
                                    s.head_dim_v, s.head_dim));

@@ -75,8 +75,8 @@ class CudaOps final : public Ops {
                        const Tensor& act) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
-  // Mixture of experts (cuda_moe.cc): routing on the GPU, and experts kept in MXFP4 (bf16 experts are
-  // refused by supports(MoeShape) when a model loads).
+  // Mixture of experts (cuda_moe.cc): routing on the GPU (every MoeRouteParams variant), experts kept in
+  // MXFP4 (GPT-OSS) or in bf16 (DeepSeek; FP8 checkpoints are converted to bf16 at load).
   void moe_route(const MoeRouteParams& p) override;
   void moe_experts(const MoeExpertsParams& p) override;
   bool reads_weight_format(WeightFormat format) const override { return format == WeightFormat::kMxfp4; }
@@ -100,6 +100,9 @@ class CudaOps final : public Ops {
  private:
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
+  // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.
+  int32_t mla_splits(const cuda::AttentionParams& a) const;
+  void moe_experts_bf16(const MoeExpertsParams& p);
 
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;

@@ -50,6 +50,17 @@ __device__ __forceinline__ void block_copy(const void* src, void* dst, int64_t b
 // The SwiGLU gate, in the form every kernel that applies it shares (so fused and unfused paths agree).
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
+// A routed expert's activation (MoeExpertsParams): silu(gate) * up, or with limit > 0 GPT-OSS's clamped
+// form (up' + 1) * g * sigmoid(alpha * g), g = min(gate, limit), up' = clamp(up, -limit, limit).
+__device__ __forceinline__ float swiglu(float gate, float up, float limit, float alpha) {
+  if (limit > 0.0f) {
+    gate = fminf(gate, limit);
+    up = fminf(fmaxf(up, -limit), limit);
+    return (up + 1.0f) * (gate / (1.0f + __expf(-alpha * gate)));
+  }
+  return silu(gate) * up;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -138,30 +138,46 @@ struct RouteParams {
 void run(const RouteParams& p, cudaStream_t stream);
 bool route_supports(int64_t num_experts, int64_t top_k, int64_t n_group);
 
-// MoeExpertsParams (ops.h) with MXFP4 expert matrices (ops/moe_mxfp4.cu): the token/expert pairs sorted by
-// expert, per expert a gate/up product with its bias and activation and a down product with its bias (the
-// codes decoded in registers and multiplied on tensor cores), then each token's weighted sum.
-struct Mxfp4MoeParams {
+// What a routed-experts launch needs besides its expert matrices (MoeExpertsParams in ops.h), either format.
+struct MoeExpertsArgs {
   const bf16* x = nullptr;               // [num_tokens, hidden]
   const int32_t* topk_ids = nullptr;     // [num_tokens, top_k]
   const float* topk_weights = nullptr;   // [num_tokens, top_k]
-  const uint8_t* gate_up = nullptr;      // [num_experts, 2 * ffn, hidden / 2] E2M1 codes
-  const uint8_t* gate_up_scales = nullptr;  // [num_experts, 2 * ffn, hidden / 32] E8M0
   const bf16* gate_up_bias = nullptr;    // [num_experts, 2 * ffn] or null
-  const uint8_t* down = nullptr;         // [num_experts, hidden, ffn / 2]
-  const uint8_t* down_scales = nullptr;  // [num_experts, hidden, ffn / 32]
   const bf16* down_bias = nullptr;       // [num_experts, hidden] or null
   bf16* out = nullptr;                   // [num_tokens, hidden]
-  void* workspace = nullptr;             // mxfp4_moe_workspace_bytes(num_tokens or more, ...)
+  void* workspace = nullptr;             // moe_workspace_bytes(num_tokens or more, ...)
   int64_t num_tokens = 0;
   int32_t hidden = 0, ffn = 0, num_experts = 0, top_k = 0;
   bool interleaved = false;  // gate/up rows alternate (else the ffn gate rows, then the ffn up rows)
   float swiglu_limit = 0.0f, swiglu_alpha = 1.702f;
 };
+// Scratch of either format's launch for up to max_tokens tokens (ops/moe_workspace.h's layout).
+size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);
+
+// MoeExpertsParams with MXFP4 expert matrices (ops/moe_mxfp4.cu): the token/expert pairs sorted by
+// expert, per expert a gate/up product with its bias and activation and a down product with its bias (the
+// codes decoded in registers and multiplied on tensor cores), then each token's weighted sum.
+struct Mxfp4MoeParams : MoeExpertsArgs {
+  const uint8_t* gate_up = nullptr;         // [num_experts, 2 * ffn, hidden / 2] E2M1 codes
+  const uint8_t* gate_up_scales = nullptr;  // [num_experts, 2 * ffn, hidden / 32] E8M0
+  const uint8_t* down = nullptr;            // [num_experts, hidden, ffn / 2]
+  const uint8_t* down_scales = nullptr;     // [num_experts, hidden, ffn / 32]
+};
 void run(const Mxfp4MoeParams& p, cudaStream_t stream);
-size_t mxfp4_moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);
 // Hidden and ffn multiples of 64, at most 1024 experts.
 bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
+
+// MoeExpertsParams with bf16 expert matrices (DeepSeek; FP8 checkpoints are converted to bf16 at load)
+// (ops/moe_bf16.cu): the pairs grouped by expert as for MXFP4, per tile of one expert's pairs a gate/up
+// product with bias and activation and a down product with bias, then each token's weighted sum.
+struct Bf16MoeParams : MoeExpertsArgs {
+  const bf16* gate_up = nullptr;  // [num_experts, 2 * ffn, hidden]
+  const bf16* down = nullptr;     // [num_experts, hidden, ffn]
+};
+void run(const Bf16MoeParams& p, cudaStream_t stream);
+// Hidden and ffn multiples of 8 (16-byte rows), at most 1024 experts.
+bool bf16_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
 
 // Attention of new tokens over the paged KV cache (which already holds their K/V), with the key rules of
 // PagedAttentionParams (ops.h): chains, draft trees (tree_mask) and block-table views (block_positions);
@@ -169,8 +185,10 @@ bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
 struct AttentionParams {
   const bf16* q = nullptr;             // [num_tokens, q_row_stride]: num_heads rows of head_dim at the front
   const bf16* k_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
-  const bf16* v_cache = nullptr;       // [num_blocks, block_size, num_kv_heads, head_dim]
-  bf16* out = nullptr;                 // [num_tokens, num_heads, head_dim]
+  // [num_blocks, block_size, num_kv_heads, head_dim], or null: MLA's shared K=V latent (num_kv_heads 1),
+  // V the first head_dim_v features of each k_cache row (run_mla_attention)
+  const bf16* v_cache = nullptr;
+  bf16* out = nullptr;                 // [num_tokens, num_heads, head_dim_v]
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int32_t* query_start = nullptr;   // [num_seqs + 1]
   const int32_t* context_lens = nullptr;  // [num_seqs]
@@ -179,11 +197,12 @@ struct AttentionParams {
   const int32_t* block_positions = nullptr;  // [num_seqs, max_blocks_per_seq] or null (no view)
   const int32_t* view_blocks = nullptr;      // [num_seqs], with block_positions
   const float* sinks = nullptr;        // [num_heads] or null: a logit per head that joins the softmax
-  float* partial_out = nullptr;        // [num_tokens, num_heads, num_splits, head_dim] split-KV scratch
+  float* partial_out = nullptr;        // [num_tokens, num_heads, num_splits, head_dim_v] split-KV scratch
   float* partial_lse = nullptr;        // [num_tokens, num_heads, num_splits, 2] (max, sum) per split
   int32_t* split_counters = nullptr;   // [num_tokens, num_kv_heads], zero between launches, or null
   int64_t q_row_stride = 0;            // elements between consecutive tokens' q rows
   int32_t num_tokens = 0, num_seqs = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int32_t head_dim_v = 0;              // out's width: head_dim, or MLA's kv_lora_rank (< head_dim)
   int32_t block_size = 0, max_blocks_per_seq = 0;
   int32_t mask_words = 0;              // words per tree_mask row
   int32_t num_splits = 1;              // split-KV factor of the decode kernel
@@ -199,6 +218,13 @@ bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num
 // head_dim % 8 == 0 and head_dim <= 256.
 void run_decode_attention(const AttentionParams& p, cudaStream_t stream);
 bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+// Multi-head latent attention (ops/mla_attention.cu): v_cache null, one latent row per token (num_kv_heads
+// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta()
+// heads, key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge
+// kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule.
+void run_mla_attention(const AttentionParams& p, cudaStream_t stream);
+bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
+int32_t mla_attention_heads_per_cta();
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 

@@ -1,4 +1,4 @@
-// The routed experts' bookkeeping around the MXFP4 products (moe_mxfp4.cu): grouping the (token, choice)
+// The routed experts' bookkeeping around the products (moe_mxfp4.cu, moe_bf16.cu): grouping the (token, choice)
 // pairs by expert into tiles, and each token's weighted sum of its experts' outputs. Grouping uses shared
 // atomics, so the order of an expert's pairs within its tiles varies from run to run; each pair's output
 // depends only on its own token (a tensor-core product never mixes columns), and the sum runs in choice
@@ -16,7 +16,7 @@ namespace {
 // One CTA of kThreads >= num_experts threads; thread e owns expert e's prefix sums. Few experts take a
 // small CTA: a decode step's grouping is latency, not work.
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads) moe_align_kernel(Mxfp4MoeParams p, MoeWorkspace w, int32_t tile_tokens) {
+__global__ void __launch_bounds__(kThreads) moe_align_kernel(MoePairs p, MoeWorkspace w, int32_t tile_tokens) {
   using Scan = cub::BlockScan<int2, kThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int32_t count[kThreads], first[kThreads];
@@ -55,7 +55,7 @@ constexpr int kCombineThreads = 64;
 
 // grid: (num_tokens, ceil(hidden / 8 / kCombineThreads)); a thread sums 8 features (a decode step has one
 // token, so the features are spread over CTAs rather than looped over by one).
-__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(Mxfp4MoeParams p, MoeWorkspace w) {
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoePairs p, MoeWorkspace w) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t t = blockIdx.x;
@@ -77,14 +77,18 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(Mxfp4MoePa
 
 }  // namespace
 
-void run_moe_align(const Mxfp4MoeParams& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream) {
+size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k) {
+  return MoeWorkspace::carve(nullptr, max_tokens * top_k, num_experts, hidden, ffn).bytes;
+}
+
+void run_moe_align(const MoePairs& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream) {
   if (p.num_experts <= 128)
     launch(moe_align_kernel<128>, 1, 128, 0, stream, p, w, tile_tokens);
   else
     launch(moe_align_kernel<1024>, 1, 1024, 0, stream, p, w, tile_tokens);
 }
 
-void run_moe_combine(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
+void run_moe_combine(const MoePairs& p, const MoeWorkspace& w, cudaStream_t stream) {
   const dim3 grid(unsigned(p.num_tokens), unsigned(ceil_div(p.hidden / 8, kCombineThreads)));
   launch(moe_combine_kernel, grid, kCombineThreads, 0, stream, p, w);
 }

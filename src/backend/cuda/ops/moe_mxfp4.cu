@@ -143,18 +143,7 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[kMTiles][kNTiles][4]
   return true;
 }
 
-__device__ __forceinline__ float swiglu(float gate, float up, float limit, float alpha) {
-  if (limit > 0.0f) {
-    gate = fminf(gate, limit);
-    up = fminf(fmaxf(up, -limit), limit);
-    return (up + 1.0f) * (gate / (1.0f + __expf(-alpha * gate)));
-  }
-  return silu(gate) * up;
-}
-
-struct Tile {
-  int32_t expert, start, count;
-};
+using Tile = MoeTile;
 
 // Row h (0: mma rows 0-7, 1: rows 8-15) of m-tile `mtile`, lane group g: gate/up m-tiles pair feature j's
 // gate row (h = 0) with its up row (h = 1); down m-tiles are 16 consecutive rows.
@@ -234,10 +223,6 @@ __device__ __forceinline__ void write_outputs(const Mxfp4MoeParams& p, const Moe
   }
 }
 
-__device__ __forceinline__ Tile tile_of(const MoeWorkspace& w, int index) {
-  return {w.tile_expert[index], w.tile_start[index], w.tile_end[index] - w.tile_start[index]};
-}
-
 // grid: (ceil(m-tiles / kMTiles), max tiles); block: kSplitK warps, each over a slice of k of CTA x's m-tiles
 // x * kMTiles .. + kMTiles. Inputs come from the caches (few tokens: decode).
 template <Product kProduct, int kMTiles, int kNTiles, int kUnroll>
@@ -246,7 +231,7 @@ __global__ void __launch_bounds__(kSplitK * 32) moe_mxfp4_kernel(Mxfp4MoeParams 
   pdl_launch_dependents();
   pdl_wait();
   if (int32_t(blockIdx.y) >= *w.num_tiles) return;
-  const Tile tile = tile_of(w, int(blockIdx.y));
+  const Tile tile = moe_tile(w, int(blockIdx.y));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int first_mtile = int(blockIdx.x) * kMTiles;
   constexpr bool kGateUp = kProduct == Product::kGateUp;
@@ -354,7 +339,7 @@ __global__ void __launch_bounds__(128) moe_mxfp4_staged_kernel(Mxfp4MoeParams p,
   pdl_launch_dependents();
   pdl_wait();
   if (int32_t(blockIdx.y) >= *w.num_tiles) return;
-  const Tile tile = tile_of(w, int(blockIdx.y));
+  const Tile tile = moe_tile(w, int(blockIdx.y));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
   if (int(blockIdx.x) * 4 * kMTiles >= num_mtiles) return;  // the whole CTA, before any barrier
@@ -393,12 +378,12 @@ void run_products(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t s
   constexpr int kTileTokens = kNTiles * 8;
   const int64_t pairs = p.num_tokens * p.top_k;
   const unsigned tiles = unsigned(max_moe_tiles(pairs, p.num_experts, kTileTokens));
-  run_moe_align(p, w, kTileTokens, stream);
+  run_moe_align(moe_pairs(p), w, kTileTokens, stream);
   const dim3 gate_up_grid(unsigned(ceil_div(p.ffn / 8, kMTiles)), tiles);
   launch(moe_mxfp4_kernel<Product::kGateUp, kMTiles, kNTiles, kUnroll>, gate_up_grid, kSplitK * 32, 0, stream, p, w);
   const dim3 down_grid(unsigned(ceil_div(p.hidden / 16, kMTiles)), tiles);
   launch(moe_mxfp4_kernel<Product::kDown, kMTiles, kNTiles, kUnroll>, down_grid, kSplitK * 32, 0, stream, p, w);
-  run_moe_combine(p, w, stream);
+  run_moe_combine(moe_pairs(p), w, stream);
 }
 
 template <Product kProduct>
@@ -417,17 +402,13 @@ void launch_staged(const Mxfp4MoeParams& p, const MoeWorkspace& w, unsigned tile
 
 void run_staged_products(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream) {
   const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kStagedTokens));
-  run_moe_align(p, w, kStagedTokens, stream);
+  run_moe_align(moe_pairs(p), w, kStagedTokens, stream);
   launch_staged<Product::kGateUp>(p, w, tiles, stream);
   launch_staged<Product::kDown>(p, w, tiles, stream);
-  run_moe_combine(p, w, stream);
+  run_moe_combine(moe_pairs(p), w, stream);
 }
 
 }  // namespace
-
-size_t mxfp4_moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k) {
-  return MoeWorkspace::carve(nullptr, max_tokens * top_k, num_experts, hidden, ffn).bytes;
-}
 
 bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts) {
   return hidden % kStep == 0 && ffn % kStep == 0 && num_experts <= 1024;

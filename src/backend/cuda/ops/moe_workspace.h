@@ -52,9 +52,34 @@ struct MoeWorkspace {
   }
 };
 
+// What grouping the pairs and summing the experts' outputs need of a moe_experts call, whatever format
+// its expert matrices are in.
+struct MoePairs {
+  const int32_t* topk_ids = nullptr;      // [num_tokens, top_k]
+  const float* topk_weights = nullptr;    // [num_tokens, top_k]
+  bf16* out = nullptr;                    // [num_tokens, hidden]
+  int64_t num_tokens = 0;
+  int32_t hidden = 0, num_experts = 0, top_k = 0;
+};
+template <class ExpertsParams>
+MoePairs moe_pairs(const ExpertsParams& p) {
+  return {.topk_ids = p.topk_ids, .topk_weights = p.topk_weights, .out = p.out, .num_tokens = p.num_tokens,
+          .hidden = p.hidden, .num_experts = p.num_experts, .top_k = p.top_k};
+}
+
 // Groups the pairs by expert and cuts each expert's into tiles of at most tile_tokens (one CTA).
-void run_moe_align(const Mxfp4MoeParams& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream);
-// out[t] = sum_j topk_weights[t, j] * expert_out[t * top_k + j].
-void run_moe_combine(const Mxfp4MoeParams& p, const MoeWorkspace& w, cudaStream_t stream);
+void run_moe_align(const MoePairs& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream);
+// out[t] = sum_j topk_weights[t, j] * expert_out[t * top_k + j]. hidden % 8 == 0.
+void run_moe_combine(const MoePairs& p, const MoeWorkspace& w, cudaStream_t stream);
+
+#ifdef __CUDACC__
+// One CTA's share of the grouped pairs: places [start, start + count) of `sorted`, all of one expert.
+struct MoeTile {
+  int32_t expert, start, count;
+};
+__device__ __forceinline__ MoeTile moe_tile(const MoeWorkspace& w, int index) {
+  return {w.tile_expert[index], w.tile_start[index], w.tile_end[index] - w.tile_start[index]};
+}
+#endif
 
 }  // namespace drift::backend::cuda

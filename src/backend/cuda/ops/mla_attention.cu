@@ -1,0 +1,276 @@
+// Multi-head latent attention (DeepSeek-V2/V3, Youtu) over a paged cache of one shared K=V latent row per
+// token: k_cache [blocks, block_size, 1, D] with D = kv_lora_rank + rope dim, V the first head_dim_v
+// features of each row (FlashMLA's dv), queries already absorbed ([q_latent | q_rope] per head, width D).
+//
+// One CTA per (query token, group of up to kHeads query heads, key split). The CTA streams its split's
+// latent rows through shared memory kChunk at a time, once for all its heads (the point of MLA: every head
+// reads the same rows), and per chunk: scores of every (head, key) (a warp per pair, lanes over D), an
+// online softmax per head (a warp per head, one key per lane), then acc[head, d] += p * V (a thread per
+// (head, d), accumulators in shared memory). fp32 throughout, bf16 in and out. Which keys a query sees
+// (chains, trees, views, windows) is kernels/attention_keys.cuh's, as for the GQA kernels; keys a query
+// does not see are never loaded (their slots may hold anything), only zero-filled.
+//
+// With num_splits > 1 each split writes its unnormalised accumulator and (max, sum) to the workspace and
+// a second kernel merges them per (token, head). The split count depends only on shapes (capturable).
+//
+// What would make it fast (FlashMLA's design, not done here): scores and P V on tensor cores (wgmma, the
+// 64 x 576 query tile of 64 heads as A, latent rows as B from shared memory), latent rows brought in by
+// TMA two chunks ahead of the compute (a producer warp group), accumulators in registers instead of shared
+// memory, P kept in bf16 for the second product, and the split/merge schedule of flash decoding tuned on
+// occupancy. A prefill-shaped step would rather take the GQA-style tensor-core tile over many query tokens.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "backend/cuda/kernels/attention_keys.cuh"
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
+#include "backend/cuda/ops/launch.h"
+#include "backend/cuda/runtime/check.h"
+
+namespace drift::backend::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kHeads = 16;  // query heads per CTA
+constexpr int kChunk = 32;  // latent rows per iteration: one per lane in the softmax step
+constexpr int kMaxDim = 1024;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes).
+struct MlaSmem {
+  bf16* keys;        // [kChunk, head_dim]: the chunk's latent rows (zero where not visible)
+  float* q;          // [heads, head_dim]: queries times scale * log2(e)
+  float* acc;        // [heads, head_dim_v]: unnormalised output
+  float* scores;     // [heads, kChunk]: scores, then softmax weights
+  float* max;        // [kHeads] running max (log2 units)
+  float* sum;        // [kHeads] running sum of weights
+  float* alpha;      // [kHeads] this chunk's rescale of acc
+  int32_t* visible;  // [kChunk] whether row r is a key the query sees
+
+  static size_t bytes(int heads, int head_dim, int head_dim_v) {
+    return size_t(kChunk) * head_dim * 2 + size_t(heads) * head_dim * 4 + size_t(heads) * head_dim_v * 4 +
+           size_t(heads) * kChunk * 4 + 3 * kHeads * 4 + kChunk * 4;
+  }
+  __device__ static MlaSmem carve(uint8_t* base, int heads, int head_dim, int head_dim_v) {
+    MlaSmem s;
+    s.keys = reinterpret_cast<bf16*>(base);
+    s.q = reinterpret_cast<float*>(base + size_t(kChunk) * head_dim * 2);
+    s.acc = s.q + heads * head_dim;
+    s.scores = s.acc + heads * head_dim_v;
+    s.max = s.scores + heads * kChunk;
+    s.sum = s.max + kHeads;
+    s.alpha = s.sum + kHeads;
+    s.visible = reinterpret_cast<int32_t*>(s.alpha + kHeads);
+    return s;
+  }
+};
+
+// What one CTA works on.
+struct MlaWork {
+  SeqKeys keys;
+  int token, head0, heads;  // query row, first head, heads in this CTA
+  int q_pos, begin, end;    // the query's position; the slots of this split
+};
+
+template <bool kGeneral>
+__device__ MlaWork mla_work(const AttentionParams& p) {
+  MlaWork w;
+  w.token = int(blockIdx.x);
+  w.head0 = int(blockIdx.y) * kHeads;
+  w.heads = min(kHeads, p.num_heads - w.head0);
+  w.keys = seq_keys<kGeneral>(p, find_sequence(p, w.token));
+  w.q_pos = query_position(p, w.keys, w.token);
+  int first = 0, last = 0;
+  slot_range(p, w.keys, w.q_pos, w.q_pos, first, last);
+  const int num_slots = max(0, last - first), per_split = (num_slots + p.num_splits - 1) / p.num_splits;
+  w.begin = first + int(blockIdx.z) * per_split;
+  w.end = min(first + num_slots, w.begin + per_split);
+  return w;
+}
+
+// q of the CTA's heads into shared memory (pre-scaled), and the softmax state reset.
+__device__ void load_queries(const AttentionParams& p, const MlaWork& w, const MlaSmem& s) {
+  const float scale_log2 = p.scale * kLog2e;
+  const bf16* q = p.q + int64_t(w.token) * p.q_row_stride + int64_t(w.head0) * p.head_dim;
+  for (int i = threadIdx.x; i < w.heads * p.head_dim; i += kThreads) s.q[i] = __bfloat162float(q[i]) * scale_log2;
+  for (int i = threadIdx.x; i < w.heads * p.head_dim_v; i += kThreads) s.acc[i] = 0.0f;
+  if (threadIdx.x < kHeads) {
+    s.max[threadIdx.x] = -INFINITY;
+    s.sum[threadIdx.x] = 0.0f;
+  }
+}
+
+// The latent rows of slots [chunk, chunk + kChunk) into shared memory; rows the query does not see are
+// zeros and marked invisible.
+template <bool kGeneral>
+__device__ void stage_keys(const AttentionParams& p, const MlaWork& w, int chunk, const MlaSmem& s) {
+  if (threadIdx.x < kChunk) {
+    const int slot = chunk + int(threadIdx.x);
+    bool seen = slot < w.end && w.keys.table[slot / p.block_size] >= 0;
+    if constexpr (kGeneral) seen = seen && key_visible(p, w.keys, w.token, w.q_pos, slot_position(p, w.keys, slot));
+    s.visible[threadIdx.x] = seen;
+  }
+  __syncthreads();
+  const int units = p.head_dim / 8;  // 16-byte pieces of a row
+  for (int i = threadIdx.x; i < kChunk * units; i += kThreads) {
+    const int r = i / units, c = i % units, slot = chunk + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (s.visible[r]) {
+      const int64_t row = int64_t(w.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
+      v = load16(p.k_cache + row * p.head_dim + c * 8);
+    }
+    store16(s.keys + r * p.head_dim + c * 8, v);
+  }
+}
+
+// scores[h, r] = q[h] . key[r] (log2 units), -inf where the key is not seen: a warp per (head, row).
+__device__ void score_chunk(const AttentionParams& p, const MlaWork& w, const MlaSmem& s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = warp; i < w.heads * kChunk; i += kWarps) {
+    const int h = i / kChunk, r = i % kChunk;
+    const float* q = s.q + h * p.head_dim;
+    const bf16* k = s.keys + r * p.head_dim;
+    float dot = 0.0f;
+    for (int d = 2 * lane; d < p.head_dim; d += 64) {
+      const float2 kf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(k + d));
+      dot = fmaf(q[d], kf.x, fmaf(q[d + 1], kf.y, dot));
+    }
+    dot = warp_sum(dot);
+    if (lane == 0) s.scores[i] = s.visible[r] ? dot : -INFINITY;
+  }
+}
+
+// Online softmax per head (a warp per head, a row per lane): scores become weights, acc's rescale is set.
+__device__ void softmax_chunk(const MlaWork& w, const MlaSmem& s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int h = warp; h < w.heads; h += kWarps) {
+    const float score = s.scores[h * kChunk + lane], old_max = s.max[h];
+    const float new_max = fmaxf(old_max, warp_max(score));
+    const float weight = new_max == -INFINITY ? 0.0f : exp2f(score - new_max);
+    const float alpha = new_max == -INFINITY ? 0.0f : exp2f(old_max - new_max);
+    const float chunk_sum = warp_sum(weight);
+    s.scores[h * kChunk + lane] = weight;
+    if (lane == 0) {
+      s.max[h] = new_max;
+      s.sum[h] = s.sum[h] * alpha + chunk_sum;
+      s.alpha[h] = alpha;
+    }
+  }
+}
+
+// acc[h, d] = acc[h, d] * alpha[h] + sum_r weight[h, r] * key[r, d] for d < head_dim_v.
+__device__ void accumulate_chunk(const AttentionParams& p, const MlaWork& w, const MlaSmem& s) {
+  for (int i = threadIdx.x; i < w.heads * p.head_dim_v; i += kThreads) {
+    const int h = i / p.head_dim_v, d = i % p.head_dim_v;
+    const float* weight = s.scores + h * kChunk;
+    float a = s.acc[i] * s.alpha[h];
+#pragma unroll 8
+    for (int r = 0; r < kChunk; ++r) a = fmaf(weight[r], __bfloat162float(s.keys[r * p.head_dim + d]), a);
+    s.acc[i] = a;
+  }
+}
+
+// out = acc / sum with the sink joining the softmax (one split), or the split's partial result.
+__device__ void write_result(const AttentionParams& p, const MlaWork& w, const MlaSmem& s) {
+  for (int i = threadIdx.x; i < w.heads * p.head_dim_v; i += kThreads) {
+    const int h = i / p.head_dim_v, d = i % p.head_dim_v, head = w.head0 + h;
+    const int64_t row = int64_t(w.token) * p.num_heads + head;
+    if (p.num_splits > 1) {
+      p.partial_out[(row * p.num_splits + blockIdx.z) * p.head_dim_v + d] = s.acc[i];
+      if (d == 0) {
+        p.partial_lse[(row * p.num_splits + blockIdx.z) * 2] = s.max[h];
+        p.partial_lse[(row * p.num_splits + blockIdx.z) * 2 + 1] = s.sum[h];
+      }
+      continue;
+    }
+    float m = s.max[h], l = s.sum[h], o = s.acc[i];
+    if (p.sinks != nullptr) {
+      const float sink = p.sinks[head] * kLog2e, top = fmaxf(m, sink);
+      const float keep = m == -INFINITY ? 0.0f : exp2f(m - top);
+      l = l * keep + exp2f(sink - top);
+      o *= keep;
+    }
+    p.out[row * p.head_dim_v + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+  }
+}
+
+// grid: (num_tokens, ceil(num_heads / kHeads), num_splits); block: kThreads; dynamic shared memory:
+// MlaSmem::bytes(min(num_heads, kHeads), head_dim, head_dim_v).
+template <bool kGeneral>
+__global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttentionParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  pdl_launch_dependents();
+  pdl_wait();
+  const MlaSmem s = MlaSmem::carve(smem, min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
+  const MlaWork w = mla_work<kGeneral>(p);
+  load_queries(p, w, s);
+  for (int chunk = w.begin; chunk < w.end; chunk += kChunk) {
+    __syncthreads();  // the previous chunk's readers are done (and the queries are in)
+    stage_keys<kGeneral>(p, w, chunk, s);
+    __syncthreads();
+    score_chunk(p, w, s);
+    __syncthreads();
+    softmax_chunk(w, s);
+    __syncthreads();
+    accumulate_chunk(p, w, s);
+  }
+  __syncthreads();
+  write_result(p, w, s);
+}
+
+// grid: (num_tokens, num_heads); block: 128 threads over head_dim_v. out from the splits' partial results.
+__global__ void __launch_bounds__(128) mla_merge_kernel(AttentionParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
+  const float* lse = p.partial_lse + row * p.num_splits * 2;
+  const float sink = p.sinks != nullptr ? p.sinks[blockIdx.y] * kLog2e : -INFINITY;
+  float m = sink;
+  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, lse[2 * s]);
+  const float base = m == -INFINITY ? 0.0f : m;
+  for (int d = threadIdx.x; d < p.head_dim_v; d += blockDim.x) {
+    float l = p.sinks != nullptr ? exp2f(sink - base) : 0.0f, o = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float weight = exp2f(lse[2 * s] - base);
+      l += lse[2 * s + 1] * weight;
+      o += p.partial_out[(row * p.num_splits + s) * p.head_dim_v + d] * weight;
+    }
+    p.out[row * p.head_dim_v + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+  }
+}
+
+template <bool kGeneral>
+void launch_mla(const AttentionParams& p, size_t smem, cudaStream_t stream) {
+  static std::atomic<size_t> allowed{0};  // the kernel's dynamic shared memory opt-in, raised as needed
+  if (smem > allowed.load()) {
+    DRIFT_CUDA_CHECK(
+        cudaFuncSetAttribute(mla_attention_kernel<kGeneral>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    allowed.store(smem);
+  }
+  const dim3 grid(unsigned(p.num_tokens), unsigned(ceil_div(p.num_heads, kHeads)), unsigned(p.num_splits));
+  launch(mla_attention_kernel<kGeneral>, grid, kThreads, smem, stream, p);
+}
+
+}  // namespace
+
+bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads) {
+  return num_kv_heads == 1 && head_dim % 8 == 0 && head_dim > 0 && head_dim <= kMaxDim && head_dim_v > 0 &&
+         head_dim_v <= head_dim;
+}
+
+int32_t mla_attention_heads_per_cta() { return kHeads; }
+
+void run_mla_attention(const AttentionParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0) return;
+  const size_t smem = MlaSmem::bytes(std::min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
+  if (attention_is_general(p))
+    launch_mla<true>(p, smem, stream);
+  else
+    launch_mla<false>(p, smem, stream);
+  if (p.num_splits > 1) launch(mla_merge_kernel, dim3(unsigned(p.num_tokens), unsigned(p.num_heads)), 128, 0, stream, p);
+}
+
+}  // namespace drift::backend::cuda
