@@ -46,10 +46,28 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
                  "KV cache dtype: auto (f32 on cpu, bf16 on cuda), bf16, f32 or fp8 (where a backend stores it)")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))->capture_default_str();
   cmd.add_option("--speculative", c.speculative.method,
-                 "Speculative decoding for greedy requests: ngram (prompt lookup) or empty for off")
-      ->check(CLI::IsMember({"", "ngram"}));
-  cmd.add_option("--spec-tokens", c.speculative.num_tokens, "Drafts per sequence per step")
-      ->check(CLI::Range(1, 64))->capture_default_str();
+                 "Speculative decoding: ngram (prompt lookup, greedy requests), eagle3 (a draft head: --draft) or empty for off")
+      ->check(CLI::IsMember({"", "ngram", "eagle3"}));
+  cmd.add_option_function<std::vector<std::string>>(
+         "--draft",
+         [&c](const std::vector<std::string>& dir) {
+           c.speculative.method = "eagle3";
+           c.speculative.draft_dir = dir.empty() || dir[0].empty() ? "auto" : dir[0];
+           // A tree's defaults (--spec-* below run after this and override them): the bundled head's
+           // acceptance grows up to about here, and a 33-row verify step costs a decode step on a GPU.
+           c.speculative.num_tokens = 32;
+           c.speculative.depth = 7;
+           c.speculative.top_k = 8;
+         },
+         "EAGLE-3 speculative decoding with the draft head in DIR (alone: the model folder's eagle3/)")
+      ->expected(0, 1)
+      ->type_name("[DIR]");
+  cmd.add_option("--spec-tokens", c.speculative.num_tokens, "Drafts (EAGLE-3: tree nodes) per sequence per step")
+      ->check(CLI::Range(1, 128))->capture_default_str();
+  cmd.add_option("--spec-depth", c.speculative.depth, "EAGLE-3: tree depth, at most")
+      ->check(CLI::Range(1, 16))->capture_default_str();
+  cmd.add_option("--spec-topk", c.speculative.top_k, "EAGLE-3: children per expanded node, and nodes expanded per depth")
+      ->check(CLI::Range(1, 16))->capture_default_str();
   cmd.add_option("--spec-ngram-max", c.speculative.ngram_max, "Longest n-gram prompt lookup matches")
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd.add_option("--specpv-min-context", c.specpv.min_context,

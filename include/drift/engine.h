@@ -21,9 +21,14 @@ class Tokenizer;
 // Speculative decoding: a proposer drafts tokens, the model scores them in the same step, the longest
 // prefix that equals its own greedy choices is kept. Greedy requests only for now (output unchanged).
 struct SpeculativeConfig {
-  std::string method;                     // "" (off) or "ngram" (prompt lookup, no draft model)
-  int32_t num_tokens = 4;                 // drafts per sequence per step, at most
+  // "" (off), "ngram" (prompt lookup, no draft model, greedy requests) or "eagle3" (an EAGLE-3 draft head
+  // in draft_dir proposes trees; greedy and sampled requests, verified losslessly).
+  std::string method;
+  int32_t num_tokens = 4;                 // drafts (tree nodes) per sequence per step, at most
   int32_t ngram_min = 1, ngram_max = 4;   // n-gram sizes prompt lookup matches, longest first
+  std::string draft_dir;                  // eagle3: the head's folder
+  int32_t depth = 6;                      // eagle3: tree depth, at most
+  int32_t top_k = 4;                      // eagle3: children per expanded node and nodes expanded per depth
 };
 
 // SpecPV (issue 15; src/core/README.md): a verify step of a sequence at least min_context tokens long

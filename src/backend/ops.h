@@ -227,6 +227,9 @@ class Ops {
   virtual void silu_mul(const Tensor& gate_up, const Tensor& out) = 0;
   // out[i] = x[rows[i]]. x: [N, H], rows: [M] int32, out: [M, H].
   virtual void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
+  // out[rows[i]] = x[i]. x: [M, H], rows: [M] int32 (distinct), out: [N, H]. Moves accepted draft KV
+  // (gathered first, so the rows may overlap the ones read).
+  virtual void scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) = 0;
   // out = a + b, same shapes.
   virtual void add(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   // dst = src, the same number of bytes, on this backend's queue. The default goes through the host

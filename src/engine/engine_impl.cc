@@ -47,6 +47,20 @@ const std::vector<double> kTokensPerStepBuckets = {1, 8, 16, 32, 64, 128, 256, 5
 // Positions are int32 on every path (block tables, kernels); one below 2^31 leaves room for the next token.
 constexpr int64_t kMaxServedPositions = (int64_t(1) << 31) - 2;
 
+Status check_speculative(const SpeculativeConfig& spec) {
+  if (!spec.method.empty() && spec.method != "ngram" && spec.method != "eagle3")
+    return invalid_argument(fmt::format("speculative method '{}' is not supported (ngram and eagle3 are)", spec.method));
+  if (spec.method == "ngram" && (spec.num_tokens < 1 || spec.num_tokens > 64 || spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min))
+    return invalid_argument(fmt::format("speculative num_tokens must be in 1..64 and 1 <= ngram_min <= ngram_max, got {}, {}..{}",
+                                        spec.num_tokens, spec.ngram_min, spec.ngram_max));
+  if (spec.method != "eagle3") return Status::Ok();
+  if (spec.draft_dir.empty()) return invalid_argument("speculative method eagle3 needs a draft head folder (--draft DIR)");
+  if (spec.num_tokens < 1 || spec.num_tokens > 128 || spec.depth < 1 || spec.depth > 16 || spec.top_k < 1 || spec.top_k > 16)
+    return invalid_argument(fmt::format("eagle3 needs 1..128 tree tokens (--spec-tokens), depth 1..16 (--spec-depth) and "
+                                        "top-k 1..16 (--spec-topk), got {}, {} and {}", spec.num_tokens, spec.depth, spec.top_k));
+  return Status::Ok();
+}
+
 Status check_specpv(const EngineConfig& config) {
   const SpecPvConfig& pv = config.specpv;
   if (pv.min_context < 0) return invalid_argument(fmt::format("specpv min_context must not be negative (0: off), got {}", pv.min_context));
@@ -93,12 +107,7 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
   if (config.mask_threads < 0 || config.mask_threads > 256)
     return invalid_argument(fmt::format("mask_threads must be in 0..256 (0: automatic), got {}", config.mask_threads));
-  const SpeculativeConfig& spec = config.speculative;
-  if (!spec.method.empty() && spec.method != "ngram")
-    return invalid_argument(fmt::format("speculative method '{}' is not supported (ngram is)", spec.method));
-  if (!spec.method.empty() && (spec.num_tokens < 1 || spec.num_tokens > 64 || spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min))
-    return invalid_argument(fmt::format("speculative num_tokens must be in 1..64 and 1 <= ngram_min <= ngram_max, got {}, {}..{}",
-                                        spec.num_tokens, spec.ngram_min, spec.ngram_max));
+  DRIFT_RETURN_IF_ERROR(check_speculative(config.speculative));
   DRIFT_RETURN_IF_ERROR(check_specpv(config));
   DRIFT_RETURN_IF_ERROR(e->load(config));
   DRIFT_RETURN_IF_ERROR(e->size_kv_cache());
@@ -134,6 +143,17 @@ Status EngineImpl::load(const EngineConfig& config) {
     if (const std::optional<int32_t> id = tokenizer_->token_to_id(token)) eos_token_ids_.push_back(*id);
   if (config.speculative.method == "ngram")
     proposer_ = std::make_unique<spec::NgramProposer>(config.speculative.ngram_min, config.speculative.ngram_max);
+  if (config.speculative.method == "eagle3") {
+    model::LoadOptions head_load;
+    head_load.random_weights = config.random_weights;
+    head_load.max_positions = load.max_positions;
+    const std::string& dir = config.speculative.draft_dir;
+    // "auto": the head a model folder carries beside its weights.
+    const std::string head_dir = dir == "auto" ? config.model_dir + "/eagle3" : dir;
+    DRIFT_ASSIGN_OR_RETURN(draft_head_, model::load_eagle3_head(head_dir, *model_, *ops_, head_load));
+    // The head reads these layers' states from every target step.
+    DRIFT_RETURN_IF_ERROR(model_->set_hidden_taps(draft_head_->eagle().capture_layers));
+  }
   return Status::Ok();
 }
 
@@ -154,7 +174,7 @@ Status EngineImpl::size_kv_cache() {
                              ? config.kv_cache_bytes
                              : int64_t(double(ops_->free_memory_bytes()) * config.kv_cache_memory_fraction);
   kv_specs_ = model_->kv_specs(kv_dtype_);
-  const core::KvPoolLimits limits{.budget_bytes = budget, .block_size = config.block_size,
+  const core::KvPoolLimits limits{.budget_bytes = draft_head_ ? budget_after_draft(budget) : budget, .block_size = config.block_size,
                                   .max_num_seqs = config.max_num_seqs,
                                   .max_step_tokens = config.max_num_batched_tokens, .max_model_len = max_model_len_};
   kv_blocks_ = core::pool_blocks_for_budget(kv_specs_, limits);
@@ -166,6 +186,35 @@ Status EngineImpl::size_kv_cache() {
     spdlog::debug("drift: {} on {}: KV group '{}': {} blocks of {} tokens ({} bytes each, {}), session length {}",
                   model_name_, ops_->name(), kv_specs_[g].name, kv_blocks_[g], config.block_size, bytes_per_block,
                   dtype_name(kv_dtype_), max_model_len_);
+  }
+  return Status::Ok();
+}
+
+// The draft head keeps one layer of KV per block of the target group it shares: its share of the budget.
+int64_t EngineImpl::budget_after_draft(int64_t budget) const {
+  int64_t target = 0;
+  for (const core::KvSpec& g : kv_specs_) target += g.bytes_per_token_per_layer() * g.num_layers;
+  int64_t head = 0;
+  for (const core::KvSpec& g : draft_head_->kv_specs(kv_dtype_)) head += g.bytes_per_token_per_layer() * g.num_layers;
+  return int64_t(double(budget) * double(target) / double(target + head));
+}
+
+Status EngineImpl::build_drafter() {
+  int32_t group = -1;
+  for (size_t g = 0; g < kv_specs_.size() && group < 0; ++g)
+    if (kv_specs_[g].sliding_window == 0) group = int32_t(g);
+  if (group < 0)
+    return unsupported(fmt::format("{}: an EAGLE-3 head shares a full-attention KV group's blocks, and this model has none",
+                                   model_name_));
+  const spec::Eagle3Geometry geometry{.block_size = config_.block_size, .max_num_seqs = config_.max_num_seqs,
+                                      .max_num_tokens = runner_->config().max_num_tokens, .max_model_len = max_model_len_,
+                                      .pool_blocks = kv_blocks_[size_t(group)], .kv_group = group};
+  const spec::Eagle3Options options{.num_tokens = config_.speculative.num_tokens, .depth = config_.speculative.depth,
+                                    .top_k = config_.speculative.top_k};
+  drafter_ = std::make_unique<spec::Eagle3Drafter>(std::move(draft_head_), *model_, *ops_, geometry, options);
+  for (size_t g = 0; g < kv_specs_.size(); ++g) {
+    kv_move_from_.push_back(ops_->alloc(DType::kI32, {runner_->config().max_num_tokens}));
+    kv_move_to_.push_back(ops_->alloc(DType::kI32, {runner_->config().max_num_tokens}));
   }
   return Status::Ok();
 }
@@ -220,7 +269,10 @@ Status EngineImpl::build_loop_parts() {
     specpv_.emplace(config.specpv, kv_specs_, config.block_size);
     runner_->set_query_tap(specpv_->query_tap());
   }
-  metrics_.spec_decode_num_accepted_tokens_per_pos.assign(size_t(std::max(config.speculative.num_tokens, 0)), 0);
+  // Per position of the accepted chain: a tree's depth, a chain's index.
+  const int32_t positions = config.speculative.method == "eagle3" ? config.speculative.depth : config.speculative.num_tokens;
+  metrics_.spec_decode_num_accepted_tokens_per_pos.assign(size_t(std::max(positions, 0)), 0);
+  if (draft_head_) DRIFT_RETURN_IF_ERROR(build_drafter());
   return Status::Ok();
 }
 

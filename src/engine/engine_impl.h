@@ -19,6 +19,7 @@
 #include "engine/specpv_planner.h"
 #include "model/model.h"
 #include "runner/model_runner.h"
+#include "spec/eagle3_drafter.h"
 #include "spec/proposer.h"
 #include "structured/mask_filler.h"
 #include "structured/token_mask.h"
@@ -47,6 +48,8 @@ class EngineImpl final : public Engine {
   Status load(const EngineConfig& config);
   Status size_kv_cache();
   Status build_loop_parts();
+  int64_t budget_after_draft(int64_t budget) const;
+  Status build_drafter();
 
   void loop();
   void take_inbox();
@@ -60,8 +63,22 @@ class EngineImpl final : public Engine {
                                                           runner::ModelRunner::PlanViews views);
   // The output tokens row `j` of a sequence's logits rows sees (its drafts before j count as output).
   std::span<const int32_t> row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j);
-  // Verifies a sequence's drafts against its sampled rows, rolls back the rejected ones and accepts the rest.
-  void apply_rows(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> rows);
+  // The depth in its draft tree of the token row `j` samples after (a chain's: j).
+  static int32_t row_depth(const core::Sequence& seq, int32_t j);
+  // Whether a request may carry drafts (the method's sampling modes; no structured output).
+  bool speculates(const RequestState& state) const;
+  // Verifies a sequence's drafts (a chain or a tree) against its sampled rows: the accepted path stays,
+  // the rest rolls back, the tokens stream. token_row: the sequence's first row in the step.
+  void apply_rows(RequestState& state, const core::ScheduledSeq& s, std::span<const sample::SampleResult> rows,
+                  int32_t token_row);
+  // EAGLE-3 around a step (draft_step.cc): the rows a sequence keeps (tap rows of positions first, ...;
+  // empty: all it computed), the KV moves of an accepted tree path (positions past `root`), and, after
+  // every sequence of the step is settled, the moves and the draft head's round.
+  void keep_for_draft(const RequestState& state, const core::Sequence& seq, int32_t first, int32_t token_row,
+                      std::span<const int32_t> kept_rows);
+  void plan_kv_moves(const core::Sequence& seq, int32_t root, std::span<const int32_t> path);
+  void commit_kv_moves();
+  void draft_after_step();
   // Appends tokens to the output (the first `num_in_scheduler` are already in the scheduler's sequence,
   // as accepted drafts), streams them, and finishes the request at the first stop.
   void accept_tokens(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> picked,
@@ -96,6 +113,11 @@ class EngineImpl final : public Engine {
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
   std::optional<SpecPvPlanner> specpv_;        // SpecPV on (EngineConfig::specpv)
+  std::unique_ptr<model::Eagle3Head> draft_head_;     // loaded, until build_drafter() hands it to drafter_
+  std::unique_ptr<spec::Eagle3Drafter> drafter_;      // EAGLE-3 on
+  std::vector<backend::Buffer> kv_move_from_, kv_move_to_;  // [KV groups] accepted-path KV moves' slots
+  std::vector<std::vector<int32_t>> kv_moves_from_, kv_moves_to_;  // [KV groups] this step's moves (host)
+  std::vector<spec::DraftInput> draft_inputs_;                     // this step's rows for the draft head
 
   // Engine thread only.
   std::unique_ptr<core::Scheduler> scheduler_;

@@ -81,17 +81,24 @@ void EngineImpl::run_step() {
     metrics_.tokens_per_step.observe(plan.num_tokens);
   }
   size_t row = 0;
+  int32_t token_row = 0;  // the sequence's first row in the step (its hidden-state taps)
   for (const core::ScheduledSeq& s : plan.seqs) {
     const size_t n = size_t(runner::ModelRunner::num_logits(s));
-    if (n == 0) continue;
-    apply_rows(*requests_.at(s.seq_id), *s.seq, std::span<const sample::SampleResult>(*picked).subspan(row, n));
+    if (n > 0) {
+      apply_rows(*requests_.at(s.seq_id), s, std::span<const sample::SampleResult>(*picked).subspan(row, n), token_row);
+    } else {
+      keep_for_draft(*requests_.at(s.seq_id), *s.seq, s.num_computed, token_row, {});
+    }
     row += n;
+    token_row += s.num_new;
   }
+  commit_kv_moves();
+  if (drafter_) draft_after_step();
   refresh_gauges();
 }
 
 void EngineImpl::propose_drafts() {
-  if (proposer_ == nullptr) return;
+  if (proposer_ == nullptr && drafter_ == nullptr) return;
   // Decodes are planned first and each takes all its uncomputed tokens, so drafts that keep the running
   // decodes within the token budget are never split across steps.
   std::vector<const core::Sequence*> candidates;
@@ -100,29 +107,52 @@ void EngineImpl::propose_drafts() {
     const core::Sequence* seq = scheduler_->find(id);
     if (seq == nullptr || seq->status != core::SeqStatus::kRunning || seq->leaving() || !seq->in_decode()) continue;
     budget -= seq->num_uncomputed();
-    // A constrained reply's drafts would need a mask per draft row; it decodes one token at a time.
-    if (seq->num_uncomputed() == 1 && seq->num_draft_tokens == 0 && state->request.sampling.greedy() && !state->matcher)
-      candidates.push_back(seq);
+    if (seq->num_uncomputed() == 1 && seq->num_draft_tokens == 0 && speculates(*state)) candidates.push_back(seq);
   }
   for (const core::Sequence* seq : candidates) {
     // Room for the drafts and the token sampled after them.
     const int32_t room = scheduler_->max_length(*seq) - seq->num_tokens() - 1;
     const int32_t k = std::min({config_.speculative.num_tokens, budget, room});
     if (k <= 0) continue;
-    const std::vector<int32_t> drafts = proposer_->propose(seq->tokens, k);
-    if (drafts.empty()) continue;
-    scheduler_->append_draft_tokens(seq->seq_id, drafts);
-    budget -= int32_t(drafts.size());
+    core::DraftTree tree = drafter_ ? drafter_->take_tree(seq->seq_id)
+                                    : core::DraftTree::chain(proposer_->propose(seq->tokens, k));
+    // Nodes come parents first, so any prefix of them is a tree.
+    if (tree.size() > k) {
+      tree.tokens.resize(size_t(k));
+      tree.parents.resize(size_t(k));
+    }
+    if (tree.empty()) continue;
+    scheduler_->append_draft_tree(seq->seq_id, tree);
+    budget -= tree.size();
   }
+  // A tree continues the state it was drafted from: one not used now is stale.
+  if (drafter_) drafter_->clear_trees();
+}
+
+bool EngineImpl::speculates(const RequestState& state) const {
+  // A constrained reply's drafts would need a mask per draft row; it decodes one token at a time. Prompt
+  // lookup verifies greedily; EAGLE-3's verification keeps any sampling distribution.
+  if (state.matcher) return false;
+  return drafter_ != nullptr || state.request.sampling.greedy();
 }
 
 std::span<const int32_t> EngineImpl::row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j) {
   if (j == 0 || !uses_penalties(state.request.sampling)) return state.output_tokens;
-  // Penalties of the row after j drafts see them as output already.
+  // Penalties of the row after draft j - 1 see it and its ancestors as output already.
   std::vector<int32_t>& out = row_outputs_.emplace_back(state.output_tokens);
   const size_t first_draft = seq.tokens.size() - size_t(seq.num_draft_tokens);
-  out.insert(out.end(), seq.tokens.begin() + ptrdiff_t(first_draft), seq.tokens.begin() + ptrdiff_t(first_draft + size_t(j)));
+  const size_t before = out.size();
+  for (int32_t node = j - 1; node >= 0; node = seq.draft_parents.empty() ? node - 1 : seq.draft_parents[size_t(node)])
+    out.push_back(seq.tokens[first_draft + size_t(node)]);
+  std::reverse(out.begin() + ptrdiff_t(before), out.end());
   return out;
+}
+
+int32_t EngineImpl::row_depth(const core::Sequence& seq, int32_t j) {
+  if (j == 0 || seq.draft_parents.empty()) return j;
+  int32_t depth = 0;
+  for (int32_t node = j - 1; node >= 0; node = seq.draft_parents[size_t(node)]) ++depth;
+  return depth;
 }
 
 Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::BatchPlan& plan,
@@ -138,8 +168,10 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
     const core::ScheduledSeq& s = plan.seqs[k];
     const RequestState& state = *requests_.at(s.seq_id);
     for (int32_t j = 0; j < runner::ModelRunner::num_logits(s); ++j)
+      // A row's random draw is that of the output position it samples, as without speculation, so a seeded
+      // request gives the same tokens with and without it.
       rows.push_back({&state.request.sampling, state.prompt_tokens, row_outputs(state, *s.seq, j), state.seed,
-                      uint64_t(state.output_tokens.size()) + uint64_t(j), masks[k]});
+                      uint64_t(state.output_tokens.size()) + uint64_t(row_depth(*s.seq, j)), masks[k]});
   }
   if (runner_->samples_on_device()) {
     // The backend samples where the logits are; only the chosen tokens come back.
@@ -162,7 +194,9 @@ Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::
   return picked;
 }
 
-void EngineImpl::apply_rows(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> rows) {
+void EngineImpl::apply_rows(RequestState& state, const core::ScheduledSeq& s, std::span<const sample::SampleResult> rows,
+                            int32_t token_row) {
+  core::Sequence& seq = *s.seq;
   for (const sample::SampleResult& r : rows) {
     if (r.token != sample::kNonFiniteLogits) continue;
     (void)scheduler_->abort(seq.seq_id);
@@ -172,32 +206,48 @@ void EngineImpl::apply_rows(RequestState& state, core::Sequence& seq, std::span<
                                              state.output_tokens.size())));
   }
   const int32_t num_drafts = seq.num_draft_tokens;
-  if (num_drafts == 0) return accept_tokens(state, seq, rows, 0);
-  if (int32_t(rows.size()) != 1 + num_drafts) {
+  if (num_drafts == 0) {
+    accept_tokens(state, seq, rows, 0);
+    return keep_for_draft(state, seq, s.num_computed, token_row, {});
+  }
+  if (int32_t(rows.size()) != 1 + num_drafts || s.num_computed + s.num_new != seq.num_tokens()) {
     (void)scheduler_->abort(seq.seq_id);
     return finish(seq.seq_id, FinishReason::kError, {},
                   internal_error(fmt::format("a verify step of {} drafts was split: {} rows came back", num_drafts,
                                              rows.size())));
   }
-  const int32_t verified = seq.num_tokens() - num_drafts;
-  const std::span<const int32_t> drafts(seq.tokens.data() + verified, size_t(num_drafts));
+  core::DraftTree tree;
+  tree.tokens.assign(seq.tokens.end() - num_drafts, seq.tokens.end());
+  tree.parents = seq.draft_parents.empty() ? core::DraftTree::chain(tree.tokens).parents : seq.draft_parents;
   std::vector<int32_t> targets;
   for (const sample::SampleResult& r : rows) targets.push_back(r.token);
-  const int32_t accepted = sample::accept_greedy(drafts, targets);
-  if (Status s = scheduler_->rollback(seq.seq_id, verified + accepted, verified + accepted); !s.ok()) {
+  const std::vector<int32_t> path = sample::accept_path(tree, targets);
+  const int32_t root = seq.num_tokens() - num_drafts - 1;  // the last verified token's position
+  plan_kv_moves(seq, root, path);
+  if (Status st = scheduler_->accept_draft_path(seq.seq_id, path); !st.ok()) {
     (void)scheduler_->abort(seq.seq_id);
-    return finish(seq.seq_id, FinishReason::kError, {}, s);
+    return finish(seq.seq_id, FinishReason::kError, {}, st);
   }
   {
     std::lock_guard lock(metrics_mu_);
     ++metrics_.spec_decode_num_drafts;
     metrics_.spec_decode_num_draft_tokens += num_drafts;
-    metrics_.spec_decode_num_accepted_tokens += accepted;
+    metrics_.spec_decode_num_accepted_tokens += int64_t(path.size());
     auto& per_pos = metrics_.spec_decode_num_accepted_tokens_per_pos;
-    for (int32_t i = 0; i < accepted && size_t(i) < per_pos.size(); ++i) ++per_pos[size_t(i)];
+    for (size_t i = 0; i < path.size() && i < per_pos.size(); ++i) ++per_pos[i];
   }
-  // The accepted drafts are already the sequence's tokens; the row after them brings one more.
-  accept_tokens(state, seq, rows.first(size_t(accepted) + 1), accepted);
+  // Row r's sample is the token after r: the root's row and each accepted node's give the path's tokens
+  // (already the sequence's) and then the bonus.
+  std::vector<sample::SampleResult> picked{rows[0]};
+  std::vector<int32_t> kept;  // tap rows of the positions the step keeps: up to the root, then the path
+  for (int32_t r = 0; r <= root - s.num_computed; ++r) kept.push_back(token_row + r);
+  const int32_t root_row = kept.back();
+  for (int32_t node : path) {
+    picked.push_back(rows[size_t(1 + node)]);
+    kept.push_back(root_row + 1 + node);
+  }
+  accept_tokens(state, seq, picked, int32_t(path.size()));
+  keep_for_draft(state, seq, s.num_computed, token_row, kept);
 }
 
 void EngineImpl::accept_tokens(RequestState& state, core::Sequence& seq, std::span<const sample::SampleResult> picked,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "base/check.h"
@@ -61,14 +62,27 @@ class DecoderModel final : public Model {
 
   void allocate_kv_cache(std::span<const int32_t> num_blocks, int32_t block_size, DType kv_dtype) override {
     DRIFT_CHECK_EQ(num_blocks.size(), plan_.kv_groups.size());
+    int64_t widest = 0;  // cache row of any layer, in elements
     for (size_t i = 0; i < layers_.size(); ++i) {
       const int32_t blocks = num_blocks[size_t(plan_.layers[i].kv_group)];
       if (layers_[i].gqa) layers_[i].gqa->allocate_cache(*ops_, blocks, block_size, kv_dtype);
       if (layers_[i].mla) layers_[i].mla->allocate_cache(*ops_, blocks, block_size, kv_dtype);
+      widest = std::max(widest, layers_[i].mla ? mla_.cache_width() : gqa_.num_kv_heads * gqa_.head_dim);
+    }
+    move_scratch_ = ops_->alloc(kv_dtype, {std::max<int64_t>(max_tokens_, 1) * widest});
+  }
+
+  void move_kv(std::span<const KvRowMoves> groups) override {
+    DRIFT_CHECK_EQ(groups.size(), plan_.kv_groups.size());
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const KvRowMoves& moves = groups[size_t(plan_.layers[i].kv_group)];
+      if (layers_[i].gqa) layers_[i].gqa->move_kv(*ops_, moves, move_scratch_.view);
+      if (layers_[i].mla) move_cache_rows(*ops_, layers_[i].mla->cache(), moves, move_scratch_.view);
     }
   }
 
   void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
+    max_tokens_ = max_tokens;
     stream_.allocate(*ops_, max_tokens, max_logits, config_.hidden_size);
     bool gqa = false, mla = false, dense = false, moe = false;
     for (const LayerKind& k : plan_.layers) {
@@ -151,6 +165,8 @@ class DecoderModel final : public Model {
   MlaScratch mla_scratch_;
   GatedMlpScratch mlp_scratch_;
   MoeScratch moe_scratch_;
+  int32_t max_tokens_ = 0;
+  backend::Buffer move_scratch_;  // [max_tokens * widest cache row] in the KV dtype: rows move_kv() holds
 };
 
 }  // namespace

@@ -10,6 +10,10 @@ int64_t Model::kv_bytes_per_token(DType kv_dtype) const {
   return bytes;
 }
 
+void Model::move_kv(std::span<const KvRowMoves>) {
+  DRIFT_CHECK(false, "{} keeps no paged KV to move", config_.architecture);
+}
+
 Status Model::set_hidden_taps(std::span<const int32_t>) {
   return unsupported(fmt::format("{} models keep no hidden-state taps", config_.architecture));
 }

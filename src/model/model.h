@@ -12,6 +12,7 @@
 #include "core/kv/kv_spec.h"
 #include "drift/chat_format.h"
 #include "model/forward_context.h"
+#include "model/layers/kv_move.h"
 #include "weights/model_config.h"
 
 namespace drift::model {
@@ -45,6 +46,9 @@ class Model {
   virtual void allocate_workspace(int32_t max_tokens, int32_t max_logits) = 0;
   // Runs the step; writes logits [ctx.num_logits, vocab] fp32 into `logits`.
   virtual void forward(const ForwardContext& ctx, const Tensor& logits) = 0;
+  // Moves KV rows within every layer's cache, one KvRowMoves per KV group (kv_specs() order): the KV of
+  // an accepted draft path goes to the path's positions. Queued like a step: call it between steps.
+  virtual void move_kv(std::span<const KvRowMoves> groups);
 
   // Hidden-state taps (EAGLE-3's inputs): forward() keeps, for every new token, the residual stream
   // entering each listed layer (num_layers: leaving the last one, before the final norm). Set before

@@ -86,6 +86,15 @@ Status check_views(const SeqStep& seq, int32_t s, int32_t block_size) {
 
 }  // namespace
 
+// A scheduled sequence's draft tree when this step computes all of it (the root and every node), else null.
+const core::DraftTree* ModelRunner::draft_tree_of(const core::Sequence& seq, int32_t end) {
+  if (seq.draft_parents.empty() || end != seq.num_tokens() || seq.num_computed > seq.num_tokens() - seq.num_draft_tokens - 1)
+    return nullptr;
+  scratch_tree_.tokens.assign(seq.tokens.end() - seq.num_draft_tokens, seq.tokens.end());
+  scratch_tree_.parents = seq.draft_parents;
+  return &scratch_tree_;
+}
+
 ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerConfig& config,
                          std::unique_ptr<sample::DeviceSampler> sampler)
     : model_(model), ops_(ops), config_(config), sampler_(std::move(sampler)) {
@@ -384,6 +393,8 @@ std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan, PlanV
   DRIFT_CHECK(views.empty() || views.size() == plan.seqs.size(), "runner: {} views for {} sequences", views.size(),
               plan.seqs.size());
   plan_steps_.clear();
+  plan_trees_.clear();
+  plan_trees_.reserve(plan.seqs.size());  // steps point into it
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     const core::ScheduledSeq& s = plan.seqs[k];
     const int32_t logits = num_logits(s);
@@ -391,6 +402,11 @@ std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan, PlanV
                  .block_tables = s.seq->block_tables};
     step.logit_rows = std::span<const int32_t>(row_index_).subspan(size_t(s.num_new - logits), size_t(logits));
     if (!views.empty()) step.views = views[k];
+    if (const core::DraftTree* tree = draft_tree_of(*s.seq, s.num_computed + s.num_new)) {
+      const core::TreeRows& rows = plan_trees_.emplace_back(core::tree_rows(*tree, s.num_computed, s.num_new));
+      step.positions = rows.positions;
+      step.tree_mask = rows.mask;
+    }
     plan_steps_.push_back(step);
   }
   return plan_steps_;

@@ -64,6 +64,9 @@ class RecordingOps final : public backend::Ops {
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
     run([=, this] { inner_->gather_rows(x, rows, out); });
   }
+  void scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override {
+    run([=, this] { inner_->scatter_rows(x, rows, out); });
+  }
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override {
     run([=, this] { inner_->add(a, b, out); });
   }

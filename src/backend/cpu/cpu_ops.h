@@ -29,6 +29,7 @@ class CpuOps final : public Ops {
   void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   // F32 and BF16 caches (the oracle reads either); everything else the CPU runs.

@@ -103,6 +103,19 @@ void CpuOps::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out)
   }
 }
 
+void CpuOps::scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  const int64_t row_elems = out.numel() / out.size(0), num_rows = rows.size(0);
+  DRIFT_CHECK_EQ(x.numel(), num_rows * row_elems);
+  DRIFT_CHECK(x.dtype == out.dtype, "scatter_rows: x {} and out {} differ", x.describe(), out.describe());
+  const size_t row_bytes = size_t(row_elems) * dtype_size(x.dtype);
+  for (int64_t i = 0; i < num_rows; ++i) {
+    const int32_t r = rows.data_as<int32_t>()[i];
+    DRIFT_CHECK(r >= 0 && r < out.size(0), "row {} outside [0, {})", r, out.size(0));
+    std::memcpy(static_cast<char*>(out.data) + size_t(r) * row_bytes,
+                static_cast<const char*>(x.data) + size_t(i) * row_bytes, row_bytes);
+  }
+}
+
 void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   DRIFT_CHECK_EQ(a.numel(), b.numel());
   const int64_t n = a.numel();

@@ -257,6 +257,18 @@ void CudaOps::gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out
             stream_);
 }
 
+void CudaOps::scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) {
+  check_device(out, "scatter_rows out");
+  check_dtype(rows, DType::kI32, "scatter_rows rows");
+  DRIFT_CHECK(out.dtype == x.dtype, "cuda scatter_rows: x {} and out {} differ", x.describe(), out.describe());
+  const int64_t row_elems = out.size(0) > 0 ? out.numel() / out.size(0) : 0;
+  DRIFT_CHECK_EQ(x.numel(), rows.numel() * row_elems);
+  cuda::run(cuda::GatherRowsParams{.src = x.data, .index = i32_ptr(rows), .out = out.data, .num_rows = rows.numel(),
+                                   .num_src_rows = out.size(0), .row_bytes = row_elems * int64_t(dtype_size(x.dtype)),
+                                   .scatter = true},
+            stream_);
+}
+
 void CudaOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
   check_device(a, "add");
   DRIFT_CHECK(a.dtype == DType::kBF16 || a.dtype == DType::kF32, "cuda add: {}", a.describe());

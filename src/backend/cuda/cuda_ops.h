@@ -66,6 +66,7 @@ class CudaOps final : public Ops {
   void rope(const Tensor& q, const Tensor& k, const Tensor& positions, const RopeParams& p) override;
   void silu_mul(const Tensor& gate_up, const Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
+  void scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   using Ops::write_kv;
   void write_kv(const WriteKvParams& p) override;

@@ -40,6 +40,9 @@ struct Sequence {
   int32_t num_prompt_tokens = 0;  // tokens.size() at add()
   int32_t num_computed = 0;       // tokens whose KV is written, in every group
   int32_t num_draft_tokens = 0;   // trailing tokens a drafter proposed, not verified yet: never published
+  // When the drafts form a tree (EAGLE): each draft's parent among the drafts, -1 for the last verified
+  // token ([num_draft_tokens], core/spec/draft_tree.h). Empty: the drafts are a chain.
+  std::vector<int32_t> draft_parents;
   int64_t arrival = 0;            // order of add() calls, from 0
   SeqStatus status = SeqStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;

@@ -212,7 +212,40 @@ void Scheduler::append_token(SeqId id, int32_t token) {
 
 void Scheduler::append_draft_tokens(SeqId id, std::span<const int32_t> drafts) {
   for (int32_t token : drafts) append_token(id, token);
-  find_mutable(id)->num_draft_tokens += static_cast<int32_t>(drafts.size());
+  Sequence* seq = find_mutable(id);
+  DRIFT_CHECK(seq->draft_parents.empty(), "append_draft_tokens: request {} already holds a draft tree", id);
+  seq->num_draft_tokens += static_cast<int32_t>(drafts.size());
+}
+
+void Scheduler::append_draft_tree(SeqId id, const DraftTree& tree) {
+  DRIFT_CHECK(check_tree(tree).ok(), "append_draft_tree: {}", check_tree(tree).message());
+  const Sequence* seq = find(id);
+  DRIFT_CHECK(seq != nullptr && seq->num_draft_tokens == 0, "append_draft_tree: request {} already holds drafts", id);
+  append_draft_tokens(id, tree.tokens);
+  if (!tree.is_chain()) find_mutable(id)->draft_parents = tree.parents;
+}
+
+Status Scheduler::accept_draft_path(SeqId id, std::span<const int32_t> path) {
+  Sequence* seq = find_mutable(id);
+  if (seq == nullptr) return not_found(fmt::format("accept_draft_path: no request {}", id));
+  if (seq->num_computed != seq->num_tokens())
+    return invalid_argument(fmt::format("accept_draft_path: request {} has computed {} of its {} tokens: verify the "
+                                        "whole tree first", id, seq->num_computed, seq->num_tokens()));
+  const int32_t verified = seq->num_tokens() - seq->num_draft_tokens;
+  DraftTree tree;
+  tree.tokens.assign(seq->tokens.begin() + verified, seq->tokens.end());
+  tree.parents = seq->draft_parents.empty() ? DraftTree::chain(tree.tokens).parents : seq->draft_parents;
+  for (size_t k = 0; k < path.size(); ++k) {
+    const int32_t node = path[k];
+    if (node < 0 || node >= tree.size() || tree.parents[size_t(node)] != (k == 0 ? -1 : path[k - 1]))
+      return invalid_argument(fmt::format("accept_draft_path: request {}: node {} at step {} is not a child of the "
+                                          "path so far", id, node, k));
+  }
+  const auto length = static_cast<int32_t>(path.size());
+  for (int32_t k = 0; k < length; ++k) seq->tokens[size_t(verified + k)] = tree.tokens[size_t(path[size_t(k)])];
+  // Hashes of blocks holding rewritten tokens are stale.
+  if (seq->block_hashes.size() > size_t(verified / kv_.block_size)) seq->block_hashes.resize(size_t(verified / kv_.block_size));
+  return rollback(id, verified + length, verified + length);
 }
 
 Status Scheduler::rollback(SeqId id, int32_t new_num_computed, int32_t new_num_tokens) {
@@ -251,6 +284,7 @@ Status Scheduler::rollback(SeqId id, int32_t new_num_computed, int32_t new_num_t
   seq->tokens.resize(new_num_tokens);
   seq->num_computed = new_num_computed;
   seq->num_draft_tokens = 0;  // the drafts that are left were accepted
+  seq->draft_parents.clear();
   if (seq->block_hashes.size() > size_t(new_num_tokens / bs)) seq->block_hashes.resize(new_num_tokens / bs);
   ++version_;
   return Status::Ok();

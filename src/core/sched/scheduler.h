@@ -22,6 +22,7 @@
 #include "core/kv/block_pool.h"
 #include "core/prefix/prefix_cache.h"
 #include "core/request/sequence.h"
+#include "core/spec/draft_tree.h"
 #include "core/sched/batch_plan.h"
 #include "core/sched/scheduler_config.h"
 #include "drift/status.h"
@@ -75,6 +76,13 @@ class Scheduler {
   // Appends a drafter's proposals. They are scheduled like any token, but a block holding one is not
   // published until rollback() says which were accepted.
   void append_draft_tokens(SeqId id, std::span<const int32_t> drafts);
+  // The same for a draft tree (its nodes in order; Sequence::draft_parents keeps its shape).
+  void append_draft_tree(SeqId id, const DraftTree& tree);
+  // Tree verification: after the step that computed the whole tree, the accepted path (node indices,
+  // root's child first) replaces the drafts, its KV counts as computed and the rest rolls back as in
+  // rollback(). The caller moves the path's KV to its positions (core/spec/draft_tree.h: kv_moves) before
+  // the next step.
+  Status accept_draft_path(SeqId id, std::span<const int32_t> path);
   // Speculative rollback: truncates tokens to new_num_tokens (only drafts may go), keeps the KV of
   // tokens[0, new_num_computed) (not below the computed verified tokens) and frees the whole blocks past
   // it. The drafts that remain count as accepted.

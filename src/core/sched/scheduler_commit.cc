@@ -32,6 +32,7 @@ void Scheduler::commit(const BatchPlan& plan) {
     // Drafts were never verified: a request recomputed from scratch starts again from its verified tokens.
     seq.tokens.resize(size_t(seq.num_tokens() - seq.num_draft_tokens));
     seq.num_draft_tokens = 0;
+    seq.draft_parents.clear();
     if (seq.block_hashes.size() > seq.tokens.size() / size_t(kv_.block_size))
       seq.block_hashes.resize(seq.tokens.size() / size_t(kv_.block_size));
     seq.num_computed = 0;

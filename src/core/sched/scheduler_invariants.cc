@@ -25,6 +25,10 @@ Status Scheduler::check_tables() const {
     if (s.num_computed > s.num_tokens()) {
       return internal_error(fmt::format("request {}: num_computed {} > {} tokens", id, s.num_computed, s.num_tokens()));
     }
+    if (!s.draft_parents.empty() && static_cast<int32_t>(s.draft_parents.size()) != s.num_draft_tokens) {
+      return internal_error(fmt::format("request {}: a draft tree of {} parents for {} drafts", id, s.draft_parents.size(),
+                                        s.num_draft_tokens));
+    }
     if (s.status != SeqStatus::kRunning && s.num_logical_blocks() != 0) {
       return internal_error(fmt::format("request {} is {} but holds {} blocks", id, seq_status_name(s.status), s.num_logical_blocks()));
     }

@@ -63,9 +63,10 @@ Expected<std::vector<int32_t>> capture_layers(const EagleFields& f, int64_t targ
   for (const json& id : *ids) {
     if (!id.is_number_integer()) return fields.type_error(kKey, "a list of layer ids");
     const int64_t layer = id.get<int64_t>();
-    if (layer < 0 || layer >= target_layers)
-      return fields.invalid(kKey, fmt::format("holds {}: the target's layers are 0..{} (output-of-layer ids)", layer,
-                                              target_layers - 1));
+    // Output-of-layer ids; -1 is the embeddings' output (small targets, as the eagle3_llama fixture has).
+    if (layer < -1 || layer >= target_layers)
+      return fields.invalid(kKey, fmt::format("holds {}: the target's layers are -1..{} (output-of-layer ids, -1: the "
+                                              "embeddings)", layer, target_layers - 1));
     layers.push_back(int32_t(layer + 1));
   }
   return layers;

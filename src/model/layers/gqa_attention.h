@@ -11,6 +11,7 @@
 #include <string>
 
 #include "model/forward_context.h"
+#include "model/layers/kv_move.h"
 #include "model/layers/linear.h"
 
 namespace drift::model {
@@ -52,6 +53,11 @@ class GqaAttention {
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
                const Tensor& out) const;
   const GqaAttentionSpec& spec() const { return spec_; }
+  // K and V rows of this layer's cache moved (move_cache_rows).
+  void move_kv(backend::Ops& ops, const KvRowMoves& moves, const Tensor& scratch) const {
+    move_cache_rows(ops, k_cache_.view, moves, scratch);
+    move_cache_rows(ops, v_cache_.view, moves, scratch);
+  }
 
  private:
   GqaAttentionSpec spec_;

@@ -1,4 +1,4 @@
-// gather_rows and embedding: whole rows copied by index, 16 bytes at a time when rows allow it.
+// gather_rows, scatter_rows and embedding: whole rows copied by index, 16 bytes at a time when rows allow it.
 #include <algorithm>
 
 #include "backend/cuda/kernels/common.cuh"
@@ -17,6 +17,14 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
   pdl_wait();
   const int64_t row = blockIdx.x;
   const int64_t units = p.row_bytes / int64_t(sizeof(Unit));
+  if (p.scatter) {
+    const int32_t dst_row = p.index[row];
+    if (dst_row < 0 || dst_row >= p.num_src_rows) return;
+    const Unit* src = reinterpret_cast<const Unit*>(p.src) + row * units;
+    Unit* dst = reinterpret_cast<Unit*>(p.out) + int64_t(dst_row) * units;
+    for (int64_t i = threadIdx.x; i < units; i += blockDim.x) dst[i] = src[i];
+    return;
+  }
   const int32_t src_row = p.index[row];
   Unit* dst = reinterpret_cast<Unit*>(p.out) + row * units;
   if (src_row < 0 || src_row >= p.num_src_rows) {

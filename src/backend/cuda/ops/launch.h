@@ -16,12 +16,14 @@ using bf16 = __nv_bfloat16;
 class CublasLt;
 
 // out[i] = src[index[i]], whole rows of bytes (embedding lookups and gather_rows). An index outside
-// [0, num_src_rows) yields a zero row.
+// [0, num_src_rows) yields a zero row. With `scatter`, out[index[i]] = src[i] instead (scatter_rows), out
+// then having num_src_rows rows and an index outside them writing nothing.
 struct GatherRowsParams {
-  const void* src = nullptr;       // [num_src_rows, row_bytes]
+  const void* src = nullptr;       // [num_src_rows, row_bytes]; [num_rows, row_bytes] with scatter
   const int32_t* index = nullptr;  // [num_rows]
-  void* out = nullptr;             // [num_rows, row_bytes]
+  void* out = nullptr;             // [num_rows, row_bytes]; [num_src_rows, row_bytes] with scatter
   int64_t num_rows = 0, num_src_rows = 0, row_bytes = 0;
+  bool scatter = false;
 };
 void run(const GatherRowsParams& p, cudaStream_t stream);
 

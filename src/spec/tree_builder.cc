@@ -1,0 +1,102 @@
+#include "spec/tree_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "base/check.h"
+
+namespace drift::spec {
+
+std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int32_t k) {
+  const float lowest = -std::numeric_limits<float>::infinity();
+  auto value = [&](size_t i) { return std::isnan(logits[i]) ? lowest : logits[i]; };
+  float max = lowest;
+  for (size_t i = 0; i < logits.size(); ++i) max = std::max(max, value(i));
+  double sum = 0;
+  for (size_t i = 0; i < logits.size(); ++i) sum += std::isfinite(max) ? std::exp(double(value(i) - max)) : 0.0;
+  const float log_sum = std::isfinite(max) && sum > 0 ? max + float(std::log(sum)) : 0.0f;
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t n = std::min(size_t(std::max(k, 0)), order.size());
+  std::partial_sort(order.begin(), order.begin() + ptrdiff_t(n), order.end(), [&](int32_t a, int32_t b) {
+    return value(size_t(a)) > value(size_t(b)) || (value(size_t(a)) == value(size_t(b)) && a < b);
+  });
+  std::vector<std::pair<int32_t, float>> top;
+  for (size_t i = 0; i < n; ++i) top.emplace_back(order[i], value(size_t(order[i])) - log_sum);
+  return top;
+}
+
+void TreeBuilder::add_children(int32_t parent, std::span<const float> logits, std::span<const int32_t> draft_to_target,
+                               float parent_score, int32_t depth) {
+  DRIFT_CHECK_EQ(logits.size(), draft_to_target.size());
+  for (const auto& [id, logp] : top_logprobs(logits, top_k_))
+    candidates_.push_back({draft_to_target[size_t(id)], parent, depth, parent_score + logp});
+}
+
+void TreeBuilder::start(std::span<const float> logits, std::span<const int32_t> draft_to_target) {
+  candidates_.clear();
+  expanded_.clear();
+  add_children(-1, logits, draft_to_target, 0.0f, 1);
+  for (int32_t c = 0; c < int32_t(candidates_.size()); ++c) expanded_.push_back(c);
+  frontier_size_ = int32_t(candidates_.size());
+}
+
+void TreeBuilder::grow(std::span<const float> logits, std::span<const int32_t> draft_to_target) {
+  const size_t vocab = draft_to_target.size();
+  DRIFT_CHECK_EQ(logits.size(), size_t(frontier_size_) * vocab);
+  const auto first_new = int32_t(candidates_.size());
+  const size_t frontier_begin = expanded_.size() - size_t(frontier_size_);
+  for (int32_t f = 0; f < frontier_size_; ++f) {
+    const int32_t parent = expanded_[frontier_begin + size_t(f)];
+    const Candidate p = candidates_[size_t(parent)];
+    add_children(parent, logits.subspan(size_t(f) * vocab, vocab), draft_to_target, p.score, p.depth + 1);
+  }
+  std::vector<int32_t> children(candidates_.size() - size_t(first_new));
+  std::iota(children.begin(), children.end(), first_new);
+  const size_t keep = std::min(size_t(top_k_), children.size());
+  std::partial_sort(children.begin(), children.begin() + ptrdiff_t(keep), children.end(), [&](int32_t a, int32_t b) {
+    return candidates_[size_t(a)].score > candidates_[size_t(b)].score ||
+           (candidates_[size_t(a)].score == candidates_[size_t(b)].score && a < b);
+  });
+  expanded_.insert(expanded_.end(), children.begin(), children.begin() + ptrdiff_t(keep));
+  frontier_size_ = int32_t(keep);
+}
+
+core::DraftTree TreeBuilder::build() const {
+  std::vector<int32_t> order(candidates_.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Best first; a child never scores above its parent, and on a tie the shallower comes first, so every
+  // candidate's parent is considered before it.
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const Candidate &x = candidates_[size_t(a)], &y = candidates_[size_t(b)];
+    if (x.score != y.score) return x.score > y.score;
+    return x.depth != y.depth ? x.depth < y.depth : a < b;
+  });
+  std::vector<char> chosen(candidates_.size(), 0);
+  int32_t count = 0;
+  for (int32_t c : order) {
+    if (count == num_tokens_) break;
+    const int32_t parent = candidates_[size_t(c)].parent;
+    if (parent >= 0 && !chosen[size_t(parent)]) continue;
+    chosen[size_t(c)] = 1;
+    ++count;
+  }
+  std::vector<int32_t> nodes;
+  for (int32_t c = 0; c < int32_t(candidates_.size()); ++c)
+    if (chosen[size_t(c)]) nodes.push_back(c);
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [&](int32_t a, int32_t b) { return candidates_[size_t(a)].depth < candidates_[size_t(b)].depth; });
+  std::vector<int32_t> node_of(candidates_.size(), -1);
+  core::DraftTree tree;
+  for (int32_t c : nodes) {
+    const Candidate& x = candidates_[size_t(c)];
+    node_of[size_t(c)] = tree.size();
+    tree.tokens.push_back(x.token);
+    tree.parents.push_back(x.parent < 0 ? -1 : node_of[size_t(x.parent)]);
+  }
+  return tree;
+}
+
+}  // namespace drift::spec
