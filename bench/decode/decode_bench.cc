@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "eagle_costs.h"
 #include "backend/cuda/runtime/check.h"
 #include "backend/cuda/runtime/pdl.h"
 #include "model/registry.h"
@@ -365,8 +366,10 @@ class ModelBench {
     prefill_first_block_ = blocks_per_seq_ * max_batch;
     // The same block ids in every group's pool (group_tables): each pool as large as the full one.
     rc.num_blocks.assign(num_kv_groups_, prefill_first_block_ + rc.max_model_len / kBlockSize + 1);
+    pool_blocks_ = rc.num_blocks[0];
+    // Rows a step samples: a decode batch, or a verify step's tree (eagle()).
     runner_ = std::make_unique<runner::ModelRunner>(*model_, ops, rc,
-                                                    sample::make_cuda_sampler(ops, max_batch, model_->vocab_size()));
+                                                    sample::make_cuda_sampler(ops, std::max(max_batch, 128), model_->vocab_size()));
     greedy_.temperature = 0.0f;
     max_tokens_ = rc.max_num_tokens;
     std::mt19937 rng(11);
@@ -522,6 +525,23 @@ class ModelBench {
     return r;
   }
 
+  // EAGLE-3's costs on sequence 0 after its prompt (eagle_costs.h).
+  std::vector<EagleCostRow> eagle(const std::vector<int>& tree_sizes, int depth, int top_k) {
+    prefill_prompts(1);
+    EagleCostInputs in;
+    in.target = model_.get();
+    in.runner = runner_.get();
+    in.ops = &ops_;
+    in.tokens = tokens_[0];
+    in.table = group_tables(0, blocks_per_seq_);
+    in.context = prompt_;
+    in.first_free_block = pool_blocks_;
+    in.tree_sizes = tree_sizes;
+    in.depth = depth;
+    in.top_k = top_k;
+    return eagle_costs(in);
+  }
+
  private:
   static constexpr int kBlockSize = 16;
 
@@ -576,13 +596,26 @@ class ModelBench {
   const Shape& s_;
   backend::CudaOps& ops_;
   Ceilings ceil_;
-  int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0;
+  int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
   size_t num_kv_groups_ = 1;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::vector<std::vector<int32_t>> tokens_;
   SamplingParams greedy_;
 };
+
+// The costs, and the speedup they give at tau tokens per verify step: tau decode steps' time over one
+// verify step and one drafting round.
+void print_eagle(const std::string& model, const std::vector<EagleCostRow>& rows, double tau) {
+  const double decode = rows.front().ms, round = rows.back().ms;
+  std::printf("\nEAGLE-3 on %s (batch 1)\n| step | rows | ms | / decode step |\n|---|---:|---:|---:|\n", model.c_str());
+  for (const EagleCostRow& r : rows) std::printf("| %s | %d | %.3f | %.2f |\n", r.what.c_str(), r.rows, r.ms, r.ms / decode);
+  if (tau <= 0) return;
+  std::printf("\nprojected speedup at tau %.2f: tau x decode / (verify + drafting round)\n", tau);
+  for (const EagleCostRow& r : rows)
+    if (r.what.rfind("target verify", 0) == 0)
+      std::printf("| %s | %.2fx |\n", r.what.c_str(), tau * decode / (r.ms + round));
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"Decode and prefill speed of Llama- and GPT-OSS-shaped random-weight models on the CUDA backend"};
@@ -606,6 +639,13 @@ int run(int argc, char** argv) {
   app.add_option("--ablate", ablate, "batch-1 forward-only graph rows with PDL and the SwiGLU GEMV epilogue each switched");
   app.add_option("--roofline-only", roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", markdown, "write the table here too");
+  std::vector<int> eagle_trees;
+  double eagle_tau = 0;
+  int eagle_depth = 7, eagle_top_k = 8;
+  app.add_option("--eagle", eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
+  app.add_option("--eagle-tau", eagle_tau, "tokens per verify step (measured) for the projected speedup");
+  app.add_option("--eagle-depth", eagle_depth, "drafting round depth");
+  app.add_option("--eagle-topk", eagle_top_k, "drafting round top-k");
   CLI11_PARSE(app, argc, argv);
 
   if (backend::cuda_device_count() == 0) {
@@ -703,6 +743,7 @@ int run(int argc, char** argv) {
       backend::cuda::set_pdl_enabled(pdl0);
         ops.set_fuse_swiglu_gemv(fuse0);
     }
+    if (!eagle_trees.empty()) print_eagle(s.name, b.eagle(eagle_trees, eagle_depth, eagle_top_k), eagle_tau);
     write_table();
     std::fflush(stdout);
   }

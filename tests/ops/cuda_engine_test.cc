@@ -217,6 +217,54 @@ TEST(CudaEngine, SpeculativeGreedyKeepsTheOutput) {
   }
 }
 
+// EAGLE-3 on the GPU: the default model with its trained head, all four prompts in one batch and then
+// each alone, against the same engine without speculation: tokens equal up to where the CPU's own top-2
+// margin is inside the bf16 tolerance (a verify step's rows round differently from decode rows).
+TEST(CudaEngine, Eagle3GreedyKeepsTheOutputAndAcceptsTrees) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::string model = std::string(DRIFT_MODELS_DIR) + "/default";
+  const auto cpu = generate("cpu", true, true, "", model);
+  const auto plain = generate("cuda", false, false, "", model);
+  EngineConfig config;
+  config.model_dir = model;
+  config.device = "cuda";
+  config.max_num_seqs = 8;
+  config.speculative.method = "eagle3";
+  config.speculative.draft_dir = "auto";
+  config.speculative.num_tokens = 32;
+  config.speculative.depth = 7;
+  config.speculative.top_k = 8;
+  EngineMetrics m;
+  const auto spec = generate(config, kPrompts, false, false, &m);
+  ASSERT_EQ(spec.size(), kPrompts.size());
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(spec[i].reason, FinishReason::kLength) << spec[i].error;
+    std::printf("[ engine   ] eagle3 prompt %zu cuda:   %s\n[ engine   ] eagle3 prompt %zu +eagle3: %s\n", i,
+                ids(plain[i].tokens).c_str(), i, ids(spec[i].tokens).c_str());
+    for (size_t t = 0; t < std::min(plain[i].tokens.size(), spec[i].tokens.size()); ++t) {
+      if (plain[i].tokens[t] == spec[i].tokens[t]) continue;
+      ASSERT_LT(t, cpu[i].margins.size());
+      EXPECT_LT(cpu[i].margins[t], 4 * kAllowedMargin) << "prompt " << i << " step " << t;
+      break;
+    }
+  }
+  EXPECT_GT(m.spec_decode_num_accepted_tokens, 0);
+  std::printf("[ engine   ] eagle3: %lld verify steps, %lld of %lld drafts accepted, %.2f tokens per step\n",
+              static_cast<long long>(m.spec_decode_num_drafts), static_cast<long long>(m.spec_decode_num_accepted_tokens),
+              static_cast<long long>(m.spec_decode_num_draft_tokens),
+              1.0 + double(m.spec_decode_num_accepted_tokens) / double(std::max<int64_t>(m.spec_decode_num_drafts, 1)));
+  // Alone: the same rule against the plain run.
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const auto alone = generate(config, {kPrompts[i]}, false);
+    ASSERT_EQ(alone.size(), 1u);
+    for (size_t t = 0; t < std::min(plain[i].tokens.size(), alone[0].tokens.size()); ++t) {
+      if (plain[i].tokens[t] == alone[0].tokens[t]) continue;
+      EXPECT_LT(cpu[i].margins[t], 4 * kAllowedMargin) << "alone: prompt " << i << " step " << t;
+      break;
+    }
+  }
+}
+
 // Verify-shaped steps (three new tokens per sequence, logits of all three) on the GPU with the device
 // sampler: four sequences fill a graph bucket, so the graph replays the eager step's very kernels and
 // every sampled token is the same; the graph is captured at the first step and replayed after.

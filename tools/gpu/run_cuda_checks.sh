@@ -32,7 +32,7 @@ configure_build . "$BUILD" -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON || exit 1
 grep -E "drift:|HTTPLIB|cpp-httplib" /tmp/drift-configure.log >>"$OUT/build.log" 2>/dev/null
 # One ninja run for everything (-k 0: a target that fails, such as drift without cpp-httplib, does not
 # stop the others).
-ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test cli_test drift_bench_decode drift \
+ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test cli_test models_test drift_bench_decode drift \
   >>"$OUT/build.log" 2>&1
 build_rc=$?
 echo "build rc=$build_rc after $((SECONDS - t_start)) s"
