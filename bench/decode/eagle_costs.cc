@@ -93,7 +93,9 @@ std::vector<EagleCostRow> eagle_costs(const EagleCostInputs& in) {
   auto tap_rows = in.ops->alloc(DType::kI32, {8});
   const std::vector<int32_t> row_ids{0, 1, 2, 3, 4, 5, 6, 7};
   in.ops->copy_from_host(tap_rows.view, row_ids.data());
-  const std::vector<std::vector<int32_t>> head_table{in.table[0]};
+  // The blocks of the context only: the head's runner is sized for the context and one tree past it.
+  const std::vector<std::vector<int32_t>> head_table{
+      std::vector<int32_t>(in.table[0].begin(), in.table[0].begin() + (in.context + bs - 1) / bs)};
   const int catch_up = 4;
   std::vector<int32_t> last{catch_up - 1};
   auto catch_up_step = [&] {

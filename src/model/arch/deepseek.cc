@@ -24,8 +24,12 @@ Expected<Moe> load_deepseek_moe(WeightLoader& loader, const std::string& prefix,
   MoeWeights w;
   DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".gate", spec.num_experts, spec.hidden, false));
   if (c.moe->topk_method == weights::MoeConfig::kNoauxTc) {
-    DRIFT_ASSIGN_OR_RETURN(w.correction_bias,
-                           loader.load(prefix + ".gate.e_score_correction_bias", {spec.num_experts}));
+    // fp32 on every backend (MoeRouteParams::correction_bias): the bias shifts sigmoid scores near 1, where
+    // bf16 would round away the differences that pick the experts.
+    DRIFT_ASSIGN_OR_RETURN(const std::vector<float> bias,
+                           loader.read_host(prefix + ".gate.e_score_correction_bias", {spec.num_experts}));
+    w.correction_bias = loader.ops().alloc(DType::kF32, {spec.num_experts});
+    loader.ops().copy_from_host(w.correction_bias.view, bias.data());
   }
   std::vector<std::string> gate_up_names, down_names;
   std::vector<std::vector<int64_t>> gate_up_shapes, down_shapes;
