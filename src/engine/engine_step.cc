@@ -216,9 +216,7 @@ void EngineImpl::apply_rows(RequestState& state, const core::ScheduledSeq& s, st
                   internal_error(fmt::format("a verify step of {} drafts was split: {} rows came back", num_drafts,
                                              rows.size())));
   }
-  core::DraftTree tree;
-  tree.tokens.assign(seq.tokens.end() - num_drafts, seq.tokens.end());
-  tree.parents = seq.draft_parents.empty() ? core::DraftTree::chain(tree.tokens).parents : seq.draft_parents;
+  const core::DraftTree tree = core::drafts_of(seq);
   std::vector<int32_t> targets;
   for (const sample::SampleResult& r : rows) targets.push_back(r.token);
   const std::vector<int32_t> path = sample::accept_path(tree, targets);

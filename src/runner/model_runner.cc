@@ -86,13 +86,11 @@ Status check_views(const SeqStep& seq, int32_t s, int32_t block_size) {
 
 }  // namespace
 
-// A scheduled sequence's draft tree when this step computes all of it (the root and every node), else null.
-const core::DraftTree* ModelRunner::draft_tree_of(const core::Sequence& seq, int32_t end) {
-  if (seq.draft_parents.empty() || end != seq.num_tokens() || seq.num_computed > seq.num_tokens() - seq.num_draft_tokens - 1)
-    return nullptr;
-  scratch_tree_.tokens.assign(seq.tokens.end() - seq.num_draft_tokens, seq.tokens.end());
-  scratch_tree_.parents = seq.draft_parents;
-  return &scratch_tree_;
+// Whether a scheduled step of this sequence computes the whole of its draft tree (the root and every node);
+// a chain of drafts needs no tree rows.
+bool ModelRunner::verifies_tree(const core::Sequence& seq, int32_t end) {
+  return !seq.draft_parents.empty() && end == seq.num_tokens() &&
+         seq.num_computed <= seq.num_tokens() - seq.num_draft_tokens - 1;
 }
 
 ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerConfig& config,
@@ -402,8 +400,8 @@ std::span<const SeqStep> ModelRunner::rows_of(const core::BatchPlan& plan, PlanV
                  .block_tables = s.seq->block_tables};
     step.logit_rows = std::span<const int32_t>(row_index_).subspan(size_t(s.num_new - logits), size_t(logits));
     if (!views.empty()) step.views = views[k];
-    if (const core::DraftTree* tree = draft_tree_of(*s.seq, s.num_computed + s.num_new)) {
-      const core::TreeRows& rows = plan_trees_.emplace_back(core::tree_rows(*tree, s.num_computed, s.num_new));
+    if (verifies_tree(*s.seq, s.num_computed + s.num_new)) {
+      const core::TreeRows& rows = plan_trees_.emplace_back(core::tree_rows(core::drafts_of(*s.seq), s.num_computed, s.num_new));
       step.positions = rows.positions;
       step.tree_mask = rows.mask;
     }

@@ -145,7 +145,7 @@ class ModelRunner {
   Expected<int32_t> forward(std::span<const SeqStep> seqs, bool allow_graph);
   // The SeqStep rows of a scheduled step (into plan_steps_).
   std::span<const SeqStep> rows_of(const core::BatchPlan& plan, PlanViews views);
-  const core::DraftTree* draft_tree_of(const core::Sequence& seq, int32_t end);
+  static bool verifies_tree(const core::Sequence& seq, int32_t end);
 
   model::Model& model_;
   backend::Ops& ops_;
@@ -161,7 +161,6 @@ class ModelRunner {
   std::vector<int32_t> row_index_;     // 0, 1, 2, ...: logit_rows of a scheduled step point into it
   std::vector<SeqStep> plan_steps_;
   std::vector<core::TreeRows> plan_trees_;  // positions and masks of the plan's draft trees
-  core::DraftTree scratch_tree_;
   std::map<GraphKey, std::unique_ptr<backend::CapturedWork>> graphs_;
   int64_t graph_replays_ = 0;
   model::QueryTap* query_tap_ = nullptr;

@@ -1,6 +1,7 @@
 // Proposer: speculative decoding's drafter (contract 9). It proposes tokens to follow a sequence; the
 // engine appends them as drafts, the target model scores them all in one step, and the verifier in
-// sample/ keeps the longest accepted prefix. EAGLE-3 heads and prompt lookup are proposers.
+// sample/ keeps the longest accepted prefix. Prompt lookup is one; EAGLE-3, which drafts from the target's
+// hidden states after each step, is spec::Eagle3Drafter instead.
 #pragma once
 
 #include <cstdint>

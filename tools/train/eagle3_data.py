@@ -9,13 +9,14 @@ LlamaForCausalLM once per run.
 """
 import gzip
 import json
-import lzma
 import os
 import random
 import time
 
 import torch
 import torch.nn.functional as F
+
+import train  # read_corpus_file, find_train_file (tools/train is on sys.path: eagle3_train.py puts it there)
 
 BOS, EOS, EOT = "<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"
 
@@ -246,22 +247,10 @@ def check_generation(ours, prompts):
 # ---------------------------------------------------------------------------------------------------------
 # prompts
 
-def read_text(path):
-    opener = lzma.open if path.endswith(".xz") else gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return f.read().decode("utf-8")
-
-
 def corpus_prompts(corpus_dir, tok, n, rng, min_tokens=32, max_tokens=256, max_chars=1500):
     """n prompts [BOS] + a window of 32..256 tokens of a training document, starting at a paragraph."""
-    path = None
-    for name in ("train.txt.xz", "train.txt.gz", "train.txt"):
-        if os.path.exists(os.path.join(corpus_dir, name)):
-            path = os.path.join(corpus_dir, name)
-            break
-    if path is None:
-        raise FileNotFoundError(f"no train.txt[.xz|.gz] in {corpus_dir} (carry .corpus with the working tree)")
-    docs = [d for d in read_text(path).split("\n\n\n") if len(d.strip()) > 200]
+    text = train.read_corpus_file(train.find_train_file(corpus_dir))
+    docs = [d for d in text.split("\n\n\n") if len(d.strip()) > 200]
     snippets = []
     for _ in range(n):
         d = docs[rng.randrange(len(docs))]

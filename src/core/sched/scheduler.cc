@@ -232,9 +232,7 @@ Status Scheduler::accept_draft_path(SeqId id, std::span<const int32_t> path) {
     return invalid_argument(fmt::format("accept_draft_path: request {} has computed {} of its {} tokens: verify the "
                                         "whole tree first", id, seq->num_computed, seq->num_tokens()));
   const int32_t verified = seq->num_tokens() - seq->num_draft_tokens;
-  DraftTree tree;
-  tree.tokens.assign(seq->tokens.begin() + verified, seq->tokens.end());
-  tree.parents = seq->draft_parents.empty() ? DraftTree::chain(tree.tokens).parents : seq->draft_parents;
+  const DraftTree tree = drafts_of(*seq);
   for (size_t k = 0; k < path.size(); ++k) {
     const int32_t node = path[k];
     if (node < 0 || node >= tree.size() || tree.parents[size_t(node)] != (k == 0 ? -1 : path[k - 1]))

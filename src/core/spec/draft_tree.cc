@@ -25,6 +25,13 @@ DraftTree DraftTree::chain(std::span<const int32_t> tokens) {
   return tree;
 }
 
+DraftTree drafts_of(const Sequence& seq) {
+  const std::span<const int32_t> drafts(seq.tokens.data() + seq.num_tokens() - seq.num_draft_tokens,
+                                        size_t(seq.num_draft_tokens));
+  if (seq.draft_parents.empty()) return DraftTree::chain(drafts);
+  return DraftTree{std::vector<int32_t>(drafts.begin(), drafts.end()), seq.draft_parents};
+}
+
 Status check_tree(const DraftTree& tree) {
   if (tree.parents.size() != tree.tokens.size())
     return invalid_argument(fmt::format("a draft tree of {} tokens has {} parents", tree.tokens.size(), tree.parents.size()));

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "core/request/sequence.h"
 #include "drift/status.h"
 
 namespace drift::core {
@@ -27,6 +28,10 @@ struct DraftTree {
   // A chain of drafts, as the n-gram proposer makes them.
   static DraftTree chain(std::span<const int32_t> tokens);
 };
+
+// A sequence's drafts as a tree: its trailing num_draft_tokens tokens, shaped by draft_parents (a chain
+// when it has none).
+DraftTree drafts_of(const Sequence& seq);
 
 // Parents in [-1, node) and as many parents as tokens; the message names the first bad node.
 Status check_tree(const DraftTree& tree);
