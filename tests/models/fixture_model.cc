@@ -40,6 +40,8 @@ FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t n
     g.ids = p["ids"].get<std::vector<int32_t>>();
     g.greedy = p["greedy"].get<std::vector<int32_t>>();
     g.greedy_margin = p["greedy_top2_margin"].get<std::vector<double>>();
+    if (p.contains("router_token_margin")) g.router_margin = p["router_token_margin"].get<std::vector<double>>();
+    EXPECT_TRUE(g.router_margin.empty() || g.router_margin.size() == g.ids.size()) << name << " prompt " << i;
     const weights::TensorInfo* t = logits_file->find("logits." + std::to_string(i));
     EXPECT_NE(t, nullptr);
     g.logits.resize(size_t(t->numel()));

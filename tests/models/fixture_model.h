@@ -15,6 +15,9 @@ struct GoldenPrompt {
   std::vector<int32_t> ids;
   std::vector<int32_t> greedy;
   std::vector<double> greedy_margin;
+  // MoE fixtures: per prompt token, the smallest gap between a chosen and an unchosen router score over the
+  // layers (transformers' fp32 forward); empty for dense models.
+  std::vector<double> router_margin;
   std::vector<float> logits;  // [ids.size(), vocab]
 };
 
