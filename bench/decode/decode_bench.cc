@@ -610,6 +610,7 @@ int run(int argc, char** argv) {
   app.add_option("--eagle-depth", eagle_depth, "drafting round depth");
   app.add_option("--eagle-topk", eagle_top_k, "drafting round top-k");
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
 
   if (backend::cuda_device_count() == 0) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");

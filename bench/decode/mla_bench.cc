@@ -121,6 +121,7 @@ int run(int argc, char** argv) {
   app.add_option("--block-size", block_size, "tokens per KV block");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
   if (backend::cuda_device_count() == 0) {
     std::fprintf(stderr, "drift_bench_mla: no CUDA device\n");
     return 1;

@@ -66,6 +66,7 @@ kernel_rc=skip decode_rc=skip
 if [ "$MODE" != test ]; then
   timeout 150 "$BUILD/bench/decode/drift_bench_mla" --markdown "$OUT/mla_kernel.md" >"$OUT/mla_kernel.log" 2>&1
   kernel_rc=$?
+  echo "kernel bench done after $((SECONDS - t_start)) s"
   left=$((570 - (SECONDS - t_start)))
   # shellcheck disable=SC2086
   [ $left -gt 60 ] && timeout "$left" "$BUILD/bench/decode/drift_bench_decode" $(printf -- "--model %s " $MODELS) \

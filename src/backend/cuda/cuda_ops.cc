@@ -413,7 +413,9 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
 
 int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const {
   // The split count with the least time in units of latent bytes per SM: waves of CTAs times the rows a
-  // split reads, plus the merge's partial results (written and read once) spread over the SMs. At least 64
+  // split reads, plus one query token's partial results (written and read once by the merge) spread over
+  // the SMs. The batch enters only through the waves, so steps that fit one wave split alike whatever
+  // their batch (a graph's padded bucket and the eager step it stands for give the same bits). At least 64
   // keys per split, at most 128 splits, no more partial results than the workspace holds. Only shapes
   // decide: the launch stays capturable.
   const int64_t heads_per_cta = cuda::mla_attention_heads_per_cta(kernel);
@@ -428,7 +430,7 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   for (int64_t s = 1; s <= max_splits; ++s) {
     const int64_t waves = (ctas * s + slots - 1) / slots;
     const double cost = double(waves) * double((max_keys + s - 1) / s + 16) * a.head_dim * 2 +
-                        double(s) * double(per_split_floats) * 8.0 / double(num_sms_);
+                        double(s) * double(a.num_heads) * double(a.head_dim_v + 2) * 8.0 / double(num_sms_);
     if (best < 0 || cost < best) {
       best = cost;
       splits = s;

@@ -187,28 +187,53 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttentionParams
   write_result(p, w, s);
 }
 
-// grid: (num_tokens, num_heads, ceil(head_dim_v / 128)); block: 128 threads, one value feature each. out
-// from the splits' partial results.
-__global__ void __launch_bounds__(128) mla_merge_kernel(AttentionParams p) {
+constexpr int kMergeThreads = 256, kMergeWidth = 128;  // a CTA merges 128 value features of one (token, head)
+constexpr int kMaxSplits = 128;
+
+// grid: (num_tokens, num_heads, ceil(head_dim_v / kMergeWidth)); block: kMergeThreads. out from the splits'
+// partial results: the splits' weights first (a thread per split), then warp w sums splits w, w + 8, ...
+// over four features a lane, so every load is independent of the others and in flight together, and the
+// warps' sums meet in shared memory.
+__global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(AttentionParams p) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float4 sums[kMergeThreads / 32][kMergeWidth / 4];
+  __shared__ float scratch[32];
   pdl_launch_dependents();
   pdl_wait();
   const int64_t row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
-  const int d = int(blockIdx.z) * 128 + int(threadIdx.x);
-  if (d >= p.head_dim_v) return;
   const float* lse = p.partial_lse + row * p.num_splits * 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, s = threadIdx.x;
   const float sink = p.sinks != nullptr ? p.sinks[blockIdx.y] * kLog2e : -INFINITY;
+  const float split_max = s < p.num_splits ? lse[2 * s] : -INFINITY;
+  const float warp_top = warp_max(split_max);
+  if (lane == 0) scratch[warp] = warp_top;
+  __syncthreads();
   float m = sink;
-  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, lse[2 * s]);
+  for (int w = 0; w < kMergeThreads / 32; ++w) m = fmaxf(m, scratch[w]);
   const float base = m == -INFINITY ? 0.0f : m;
-  float l = p.sinks != nullptr ? exp2f(sink - base) : 0.0f, o = 0.0f;
-  const float* partial = p.partial_out + row * p.num_splits * p.head_dim_v + d;
+  const float split_weight = s < p.num_splits ? exp2f(split_max - base) : 0.0f;
+  if (s < p.num_splits) weight[s] = split_weight;
+  const float l = block_sum(s < p.num_splits ? lse[2 * s + 1] * split_weight : 0.0f, scratch) +
+                  (p.sinks != nullptr ? exp2f(sink - base) : 0.0f);
+  const int d = int(blockIdx.z) * kMergeWidth + 4 * lane;
+  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (d < p.head_dim_v) {
+    const float* partial = p.partial_out + row * p.num_splits * p.head_dim_v + d;
 #pragma unroll 4
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float weight = exp2f(lse[2 * s] - base);
-    l += lse[2 * s + 1] * weight;
-    o += partial[int64_t(s) * p.head_dim_v] * weight;
+    for (int split = warp; split < p.num_splits; split += kMergeThreads / 32) {
+      const float4 v = *reinterpret_cast<const float4*>(partial + int64_t(split) * p.head_dim_v);
+      const float w = weight[split];
+      o = make_float4(o.x + v.x * w, o.y + v.y * w, o.z + v.z * w, o.w + v.w * w);
+    }
   }
-  p.out[row * p.head_dim_v + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+  sums[warp][lane] = o;
+  __syncthreads();
+  if (threadIdx.x >= kMergeWidth) return;
+  const int f = int(threadIdx.x), feature = int(blockIdx.z) * kMergeWidth + f;
+  if (feature >= p.head_dim_v) return;
+  float total = 0.0f;
+  for (int w = 0; w < kMergeThreads / 32; ++w) total += reinterpret_cast<const float*>(&sums[w][0])[f];
+  p.out[row * p.head_dim_v + feature] = __float2bfloat16(l > 0.0f ? total / l : 0.0f);
 }
 
 template <bool kGeneral>
@@ -227,7 +252,7 @@ void launch_mla(const AttentionParams& p, size_t smem, cudaStream_t stream) {
 
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads) {
   return num_kv_heads == 1 && head_dim % 8 == 0 && head_dim > 0 && head_dim <= kMaxDim && head_dim_v > 0 &&
-         head_dim_v <= head_dim;
+         head_dim_v % 4 == 0 && head_dim_v <= head_dim;
 }
 
 MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores) {
@@ -255,8 +280,9 @@ void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t 
       launch_mla<false>(p, smem, stream);
   }
   if (p.num_splits > 1)
-    launch(mla_merge_kernel, dim3(unsigned(p.num_tokens), unsigned(p.num_heads), unsigned(ceil_div(p.head_dim_v, 128))),
-           128, 0, stream, p);
+    launch(mla_merge_kernel,
+           dim3(unsigned(p.num_tokens), unsigned(p.num_heads), unsigned(ceil_div(p.head_dim_v, kMergeWidth))),
+           kMergeThreads, 0, stream, p);
 }
 
 }  // namespace drift::backend::cuda

@@ -105,13 +105,26 @@ __device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bf16* a_row = s.q + (lane % 16) * s.ld + (lane / 16) * 8;
   const bf16* b_row = keys + (warp * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int k = 0; k < p.head_dim; k += 16) {
+  // Two accumulators over alternate k steps halve the chain of dependent mma.
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int k = 0;
+  for (; k + 32 <= p.head_dim; k += 32) {
+    uint32_t a0[4], a1[4], b0[2], b1[2];
+    ldmatrix_x4(a0, a_row + k);
+    ldmatrix_x2(b0, b_row + k);
+    ldmatrix_x4(a1, a_row + k + 16);
+    ldmatrix_x2(b1, b_row + k + 16);
+    mma_bf16_16816(acc, a0, b0[0], b0[1]);
+    mma_bf16_16816(odd, a1, b1[0], b1[1]);
+  }
+  if (k < p.head_dim) {
     uint32_t a[4], b[2];
     ldmatrix_x4(a, a_row + k);
     ldmatrix_x2(b, b_row + k);
     mma_bf16_16816(acc, a, b[0], b[1]);
   }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] += odd[i];
   const float scale = p.scale * kLog2e;
   const int g = lane / 4, col = warp * 8 + 2 * (lane % 4);
 #pragma unroll
