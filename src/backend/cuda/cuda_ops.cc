@@ -511,7 +511,7 @@ Status CudaOps::check_attention(const AttentionShape& s) {
   if (s.shared_kv) {
     if (!cuda::mla_attention_supports(int32_t(s.head_dim), int32_t(s.head_dim_v), int32_t(s.num_kv_heads)))
       return unsupported(fmt::format("the cuda latent attention (MLA) takes one latent row per token of a width that "
-                                     "is a multiple of 8 up to 1024, values its first features; this layer has {} "
+                                     "is a multiple of 8 up to 1024, values its first features (a multiple of 4); this layer has {} "
                                      "kv heads of width {}, values of {}",
                                      s.num_kv_heads, s.head_dim, s.head_dim_v));
     return Status::Ok();
