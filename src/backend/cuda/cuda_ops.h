@@ -29,6 +29,8 @@ struct CudaOptions {
   bool fuse_swiglu_gemv = true;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
+  // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
+  bool moe_tensor_cores = true;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
@@ -102,6 +104,7 @@ class CudaOps final : public Ops {
   void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
+  void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
 
  private:
   // Split-KV factor of the decode attention kernel for this step's shapes.

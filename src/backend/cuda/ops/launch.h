@@ -157,7 +157,7 @@ struct MoeExpertsArgs {
 // Scratch of either format's launch for up to max_tokens tokens (ops/moe_workspace.h's layout).
 size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);
 
-// MoeExpertsParams with MXFP4 expert matrices (ops/moe_mxfp4.cu): the token/expert pairs sorted by
+// MoeExpertsParams with MXFP4 expert matrices (ops/moe_mma.cu): the token/expert pairs sorted by
 // expert, per expert a gate/up product with its bias and activation and a down product with its bias (the
 // codes decoded in registers and multiplied on tensor cores), then each token's weighted sum.
 struct Mxfp4MoeParams : MoeExpertsArgs {
@@ -180,6 +180,10 @@ struct Bf16MoeParams : MoeExpertsArgs {
 void run(const Bf16MoeParams& p, cudaStream_t stream);
 // Hidden and ffn multiples of 8 (16-byte rows), at most 1024 experts.
 bool bf16_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
+// The same on tensor cores (ops/moe_mma.cu, the MXFP4 kernels reading bf16 rows): hidden and ffn multiples
+// of 64, at most 1024 experts.
+void run_mma(const Bf16MoeParams& p, cudaStream_t stream);
+bool bf16_moe_mma_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
 
 // Attention of new tokens over the paged KV cache (which already holds their K/V), with the key rules of
 // PagedAttentionParams (ops.h): chains, draft trees (tree_mask) and block-table views (block_positions);

@@ -3,11 +3,11 @@
 // rows of head_dim % 16 == 0, values of 128, 256 or 512 features, no sinks).
 //
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
-// row a CTA reads serves all of them (MLA's point). Per chunk of 32 latent rows, brought into shared memory
-// by cp.async three chunks ahead of the compute (four stages, ~110 KB in flight per SM):
-//   scores  S[16, 32]  = Q[16, D] K[32, D]^T   (warp w: keys 8 (w % 4) .. + 7 over half of D's k steps)
+// row a CTA reads serves all of them (MLA's point). Per chunk of 64 latent rows, brought into shared memory
+// by cp.async one chunk ahead of the compute (two stages):
+//   scores  S[16, 64]  = Q[16, D] K[64, D]^T   (warp w: keys 8w .. 8w + 7, all of D)
 //   softmax per head, online in fp32; the weights rounded to bf16 once, for the product and the sum alike
-//   values  O[16, dv] += P[16, 32] V[32, dv]   (warp w: dv / 8 columns, accumulators in registers)
+//   values  O[16, dv] += P[16, 64] V[64, dv]   (warp w: dv / 8 columns, accumulators in registers)
 // where V is the first dv features of the same rows (FlashMLA's shared K=V latent). Split results go to the
 // workspace in the CUDA-core kernel's format and merge with its merge kernel.
 //
@@ -32,9 +32,7 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kRows = 16;    // query heads per CTA: the products' M
-constexpr int kKeys = 32;    // latent rows per chunk: 8 per pair of warps in the score product
-constexpr int kStages = 4;   // chunks in shared memory: one computed, three in flight
-constexpr int kKeySplit = kWarps / (kKeys / 8);  // warps sharing a key tile, each over its part of D
+constexpr int kKeys = 64;    // latent rows per chunk: 8 per warp in the score product
 constexpr int kPad = 8;      // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
 constexpr int kScoreLd = kKeys + 4;
 constexpr int kProbLd = kKeys + kPad;
@@ -44,27 +42,27 @@ constexpr size_t kMaxSmem = 227 * 1024;
 // The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes).
 struct MmaSmem {
   bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads
-  bf16* keys;        // [kStages, kKeys, ld]: the stages of latent rows, zero where not visible
+  bf16* keys;        // [2, kKeys, ld]: two stages of latent rows, zero where not visible
   bf16* probs;       // [kRows, kProbLd]: the chunk's softmax weights
-  float* scores;     // [kKeySplit, kRows, kScoreLd]: the chunk's partial dot products, one per part of D
+  float* scores;     // [kRows, kScoreLd]: the chunk's scores (log2 units)
   float* max;        // [kRows] running max
   float* sum;        // [kRows] running sum of weights
   float* alpha;      // [kRows] this chunk's rescale of the accumulators
-  int32_t* visible;  // [kStages, kKeys] whether a staged row is a key the query sees
+  int32_t* visible;  // [2, kKeys] whether a staged row is a key the query sees
   int ld;            // head_dim + kPad
 
   static size_t bytes(int head_dim) {
-    return size_t(kRows + kStages * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
-           size_t(kKeySplit * kRows) * kScoreLd * 4 + 3 * kRows * 4 + kStages * kKeys * 4;
+    return size_t(kRows + 2 * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
+           size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4;
   }
   __device__ static MmaSmem carve(uint8_t* base, int head_dim) {
     MmaSmem s;
     s.ld = head_dim + kPad;
     s.q = reinterpret_cast<bf16*>(base);
     s.keys = s.q + kRows * s.ld;
-    s.probs = s.keys + kStages * kKeys * s.ld;
+    s.probs = s.keys + 2 * kKeys * s.ld;
     s.scores = reinterpret_cast<float*>(s.probs + kRows * kProbLd);
-    s.max = s.scores + kKeySplit * kRows * kScoreLd;
+    s.max = s.scores + kRows * kScoreLd;
     s.sum = s.max + kRows;
     s.alpha = s.sum + kRows;
     s.visible = reinterpret_cast<int32_t*>(s.alpha + kRows);
@@ -89,7 +87,7 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
   }
 }
 
-// Latent rows of slots [chunk, chunk + kKeys) into a stage, eight threads a row; rows the query does not see
+// Latent rows of slots [chunk, chunk + kKeys) into a stage, four threads a row; rows the query does not see
 // become zeros (never read from the cache) and are marked.
 template <bool kGeneral>
 __device__ void stage_chunk(const AttentionParams& p, const MlaWork& w, int chunk, bf16* keys, int32_t* visible,
@@ -102,51 +100,52 @@ __device__ void stage_chunk(const AttentionParams& p, const MlaWork& w, int chun
   for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, seen ? row + c * 8 : row, seen);
 }
 
-// Partial dot products Q K^T: warp w takes the key tile w % 4 (8 keys) over part w / 4 of D's k steps.
-__device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf16* keys) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tile = warp % (kKeys / 8), part = warp / (kKeys / 8);
-  const int steps = p.head_dim / 16, first = steps * part / kKeySplit, last = steps * (part + 1) / kKeySplit;
+// scores = Q K^T * scale (log2 units), -inf for keys not seen. Warp w computes the keys 8w .. 8w + 7.
+__device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf16* keys, const int32_t* visible) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bf16* a_row = s.q + (lane % 16) * s.ld + (lane / 16) * 8;
-  const bf16* b_row = keys + (tile * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
+  const bf16* b_row = keys + (warp * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
   // Two accumulators over alternate k steps halve the chain of dependent mma.
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  int step = first;
-  for (; step + 2 <= last; step += 2) {
+  int k = 0;
+  for (; k + 32 <= p.head_dim; k += 32) {
     uint32_t a0[4], a1[4], b0[2], b1[2];
-    ldmatrix_x4(a0, a_row + step * 16);
-    ldmatrix_x2(b0, b_row + step * 16);
-    ldmatrix_x4(a1, a_row + step * 16 + 16);
-    ldmatrix_x2(b1, b_row + step * 16 + 16);
+    ldmatrix_x4(a0, a_row + k);
+    ldmatrix_x2(b0, b_row + k);
+    ldmatrix_x4(a1, a_row + k + 16);
+    ldmatrix_x2(b1, b_row + k + 16);
     mma_bf16_16816(acc, a0, b0[0], b0[1]);
     mma_bf16_16816(odd, a1, b1[0], b1[1]);
   }
-  if (step < last) {
+  if (k < p.head_dim) {
     uint32_t a[4], b[2];
-    ldmatrix_x4(a, a_row + step * 16);
-    ldmatrix_x2(b, b_row + step * 16);
+    ldmatrix_x4(a, a_row + k);
+    ldmatrix_x2(b, b_row + k);
     mma_bf16_16816(acc, a, b[0], b[1]);
   }
-  float* scores = s.scores + part * kRows * kScoreLd;
-  const int g = lane / 4, col = tile * 8 + 2 * (lane % 4);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) scores[(g + 8 * (i / 2)) * kScoreLd + col + i % 2] = acc[i] + odd[i];
+  for (int i = 0; i < 4; ++i) acc[i] += odd[i];
+  const float scale = p.scale * kLog2e;
+  const int g = lane / 4, col = warp * 8 + 2 * (lane % 4);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i / 2), key = col + i % 2;
+    s.scores[row * kScoreLd + key] = visible[key] ? acc[i] * scale : -INFINITY;
+  }
 }
 
-// Online softmax per head (a warp per head, a key a lane) over the parts' summed scores (log2 units, -inf
-// for keys not seen): weights into probs, rescale into alpha.
-__device__ void softmax_chunk(const AttentionParams& p, const MmaSmem& s, const int32_t* visible) {
+// Online softmax per head (a warp per head, two keys a lane): weights into probs, rescale into alpha.
+__device__ void softmax_chunk(const MmaSmem& s) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float scale = p.scale * kLog2e;
   for (int row = warp; row < kRows; row += kWarps) {
-    float dot = 0.0f;
-#pragma unroll
-    for (int part = 0; part < kKeySplit; ++part) dot += s.scores[(part * kRows + row) * kScoreLd + lane];
-    const float x = visible[lane] ? dot * scale : -INFINITY;
-    const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(x));
+    const float x0 = s.scores[row * kScoreLd + lane], x1 = s.scores[row * kScoreLd + lane + 32];
+    const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(fmaxf(x0, x1)));
     const bool none = new_max == -INFINITY;
-    const bf16 weight = __float2bfloat16(none ? 0.0f : exp2f(x - new_max));
-    const float chunk_sum = warp_sum(__bfloat162float(weight));
-    s.probs[row * kProbLd + lane] = weight;
+    const bf16 p0 = __float2bfloat16(none ? 0.0f : exp2f(x0 - new_max));
+    const bf16 p1 = __float2bfloat16(none ? 0.0f : exp2f(x1 - new_max));
+    const float chunk_sum = warp_sum(__bfloat162float(p0) + __bfloat162float(p1));
+    s.probs[row * kProbLd + lane] = p0;
+    s.probs[row * kProbLd + lane + 32] = p1;
     if (lane == 0) {
       const float alpha = none ? 0.0f : exp2f(old_max - new_max);
       s.max[row] = new_max;
@@ -224,23 +223,19 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
   const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
   const MlaWork w = mla_work<kGeneral>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
   load_queries(p, w, s);
-  for (int ahead = 0; ahead < kStages - 1; ++ahead) {  // one commit group a stage, the queries with the first
-    const int chunk = w.begin + ahead * kKeys;
-    if (chunk < w.end) stage_chunk<kGeneral>(p, w, chunk, s.stage_keys(ahead), s.stage_visible(ahead), s.ld);
-    cp_async_commit();
-  }
+  if (w.begin < w.end) stage_chunk<kGeneral>(p, w, w.begin, s.stage_keys(0), s.stage_visible(0), s.ld);
+  cp_async_commit();
   float acc[kTiles][4] = {};
   int stage = 0;
-  for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage = (stage + 1) % kStages) {
-    const int ahead = chunk + (kStages - 1) * kKeys, ahead_stage = (stage + kStages - 1) % kStages;
-    if (ahead < w.end)
-      stage_chunk<kGeneral>(p, w, ahead, s.stage_keys(ahead_stage), s.stage_visible(ahead_stage), s.ld);
+  for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage ^= 1) {
+    if (chunk + kKeys < w.end)
+      stage_chunk<kGeneral>(p, w, chunk + kKeys, s.stage_keys(stage ^ 1), s.stage_visible(stage ^ 1), s.ld);
     cp_async_commit();
-    cp_async_wait<kStages - 1>();  // this chunk (and the queries) landed; the next ones are in flight
+    cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
     __syncthreads();
-    score_chunk(p, s, s.stage_keys(stage));
+    score_chunk(p, s, s.stage_keys(stage), s.stage_visible(stage));
     __syncthreads();
-    softmax_chunk(p, s, s.stage_visible(stage));
+    softmax_chunk(s);
     __syncthreads();
     accumulate_chunk<kTiles>(s, s.stage_keys(stage), acc);
     __syncthreads();  // the stage is refilled by the next iteration
