@@ -9,10 +9,15 @@ namespace drift::model {
 Status DecoderStream::load(WeightLoader& loader, const weights::ModelConfig& c) {
   DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
+  vocab_ = c.vocab_size;
+  const backend::Ops& ops = loader.ops();
   if (c.tie_word_embeddings) {
-    lm_head_.weight = embed_tokens_;
+    lm_head_.weight = embed_tokens_;  // this rank's rows of it: a view, no copy
+    const int64_t part = c.vocab_size / ops.world_size();
+    lm_head_.weight.view = embed_tokens_.view.slice(ops.rank() * part, (ops.rank() + 1) * part);
   } else {
-    DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false));
+    DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false,
+                                                  LinearSplit::kColumn));
   }
   return Status::Ok();
 }
@@ -32,6 +37,7 @@ void DecoderStream::allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_
   normed_ = ops.alloc(t, {max_tokens, hidden});
   layer_out_ = ops.alloc(t, {max_tokens, hidden});
   gathered_ = ops.alloc(t, {max_logits, hidden});
+  if (ops.world_size() > 1) vocab_part_ = ops.alloc(DType::kF32, {max_logits, vocab_ / ops.world_size()});
   if (tap_layers_.empty()) return;
   taps_ = ops.alloc(t, {int64_t(tap_layers_.size()), max_tokens, hidden});
   identity_ = ops.alloc(DType::kI32, {max_tokens});

@@ -15,7 +15,9 @@ namespace drift::model {
 
 class DecoderStream {
  public:
-  // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied.
+  // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied. Under
+  // tensor parallelism the LM head is split by vocabulary (each rank's logits columns, gathered after);
+  // the embedding stays whole on every rank.
   Status load(WeightLoader& loader, const weights::ModelConfig& config);
   // Layers whose incoming residual stream forward() keeps (0..num_layers; num_layers: after the last).
   Status set_taps(std::span<const int32_t> layers, int64_t num_layers);
@@ -60,7 +62,13 @@ class DecoderStream {
     keep_taps(ops, int32_t(layers.size()), residual);
     const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
     ops.gather_rows(normed, ctx.logits_rows, rows);
-    lm_head_.forward(ops, rows, logits);
+    if (!vocab_part_.view.defined()) {
+      lm_head_.forward(ops, rows, logits);
+      return;
+    }
+    const Tensor part = vocab_part_.view.slice(0, ctx.num_logits);
+    lm_head_.forward(ops, rows, part);
+    ops.all_gather(part, logits);
   }
 
  private:
@@ -69,8 +77,10 @@ class DecoderStream {
 
   backend::Buffer embed_tokens_;  // [vocab, hidden]
   RmsNorm final_norm_;
-  Linear lm_head_;                // [vocab, hidden], the embedding itself when tied
+  Linear lm_head_;                // [vocab / ranks, hidden], the embedding itself (its rows) when tied
   backend::Buffer residual_, normed_, layer_out_, gathered_;  // [max_tokens, hidden] x3, [max_logits, hidden]
+  backend::Buffer vocab_part_;    // [max_logits, vocab / ranks] fp32: this rank's logits columns, with several ranks
+  int64_t vocab_ = 0;
   std::vector<int32_t> tap_layers_;
   backend::Buffer taps_;          // [num_taps, max_tokens, hidden]
   backend::Buffer identity_;      // [max_tokens] int32: 0, 1, 2, ... (a tap is a gather of every row)
