@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "model/layer_plan.h"
+#include "model/tensor_split.h"
+
 namespace drift::model {
 
 namespace {
@@ -148,6 +151,8 @@ Expected<std::unique_ptr<Model>> load_tensor_parallel(const std::string& model_d
     if (other->world_size() != ranks.world_size() || ranks.first->world_size() != ranks.world_size())
       return invalid_argument(fmt::format("{} backends given for a group of {} ranks", ranks.world_size(),
                                           other->world_size()));
+  // Refused once, by the field, before any rank reads a weight.
+  DRIFT_RETURN_IF_ERROR(check_tensor_split(config, plan_layers(config), ranks.world_size()));
   auto model = std::make_unique<TensorParallelModel>(config, std::move(ranks));
   DRIFT_RETURN_IF_ERROR(model->load(model_dir, options));
   return std::unique_ptr<Model>(std::move(model));
