@@ -47,6 +47,8 @@ Expected<std::unique_ptr<Ops>> make_cuda_ops(const CudaOptions& options) {
   return std::unique_ptr<Ops>(std::make_unique<CudaOps>(options));
 }
 
+void CudaOps::bind_thread() { DRIFT_CUDA_CHECK(cudaSetDevice(options_.device)); }
+
 CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
   DRIFT_CUDA_CHECK(cudaSetDevice(options.device));
   DRIFT_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, options.device));

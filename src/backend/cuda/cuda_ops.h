@@ -42,6 +42,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override;
 
   Device device() const override { return Device::kCuda; }
+  void bind_thread() override;
   const char* name() const override { return "cuda"; }
   DType compute_dtype() const override { return DType::kBF16; }
 
