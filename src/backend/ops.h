@@ -228,6 +228,10 @@ class Ops {
 
   // out[t] = table[ids[t]]. ids: [T] int32, table: [V, H], out: [T, H].
   virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+  // A rank's part of an embedding split by vocabulary: out[t] = table[ids[t] - first_id] for an id inside
+  // [first_id, first_id + V), else a zero row; the all-reduce of every rank's part is the whole lookup.
+  // ids: [T] int32, table: [V, H] (the rank's rows), out: [T, H].
+  virtual void embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) = 0;
   // out = x / rms(x) * w over the last dimension. x, out: [N, H]; w: [H].
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // residual += x; out = rms_norm(residual). The pre-norm transformer's residual stream in one pass.

@@ -69,6 +69,10 @@ Expected<RankGroup> cuda_ranks(int32_t world) {
 
 Expected<RankGroup> make_rank_backends(const std::string& device, int32_t world) {
   if (world < 1) return invalid_argument(fmt::format("--tensor-parallel {}: the rank count must be 1 or more", world));
+  if (world == 1) {  // a group of one: no communicator, nothing NCCL needed
+    DRIFT_ASSIGN_OR_RETURN(Backend only, make_backend(device));
+    return RankGroup{std::move(only), {}};
+  }
   if (device == "cpu") return cpu_ranks(world);
   if (device == "cuda") return cuda_ranks(world);
   return invalid_argument(fmt::format("unknown device '{}'; use cpu or cuda", device));

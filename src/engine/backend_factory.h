@@ -24,7 +24,7 @@ struct Backend {
 Expected<Backend> make_backend(const std::string& device);
 
 // The backends of `world` tensor-parallel ranks of this host, each with a communicator of one group:
-// rank 0 (with its sampler) and ranks 1..world-1. cpu: ranks are threads sharing host memory
+// rank 0 (with its sampler) and ranks 1..world-1; one rank is make_backend() alone. cpu: ranks are threads sharing host memory
 // (backend/comm/thread_group.h); cuda: rank r on GPU r, over NCCL (refused when this build has no NCCL
 // or there are fewer GPUs than ranks).
 struct RankGroup {

@@ -84,7 +84,6 @@ class TensorParallelModel final : public Model {
     return unsupported(fmt::format("{}: hidden-state taps (EAGLE-3) run on one rank, not {} tensor-parallel ranks",
                                    config_.architecture, ops_.size()));
   }
-  Tensor token_embedding() const override { return models_[0]->token_embedding(); }
 
  private:
   Status on_every_rank(const std::function<Status(int32_t)>& work) {

@@ -126,6 +126,19 @@ void CudaOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& ou
             stream_);
 }
 
+void CudaOps::embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
+  check_dtype(ids, DType::kI32, "embedding_part ids");
+  check_device(table, "embedding_part");
+  DRIFT_CHECK(out.dtype == table.dtype, "cuda embedding_part: table {} and out {} differ", table.describe(), out.describe());
+  const int64_t num_tokens = ids.numel(), hidden = table.size(1);
+  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
+  // Ids of other ranks' rows fall outside [0, num_src_rows) once shifted: zero rows.
+  cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
+                                   .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype)),
+                                   .first_row = first_id},
+            stream_);
+}
+
 void CudaOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
   check_dtype(x, DType::kBF16, "rms_norm x");
   check_dtype(w, DType::kBF16, "rms_norm weight");

@@ -7,14 +7,15 @@
 namespace drift::model {
 
 Status DecoderStream::load(WeightLoader& loader, const weights::ModelConfig& c) {
-  DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
-  DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
-  vocab_ = c.vocab_size;
   const backend::Ops& ops = loader.ops();
+  vocab_ = c.vocab_size;
+  // Under a split each rank keeps its rows of the vocabulary, in the embedding and the LM head alike.
+  const Shard rows = ops.world_size() > 1 ? Shard{.dim = 0, .rank = ops.rank(), .world = ops.world_size()} : Shard{};
+  first_id_ = ops.rank() * (c.vocab_size / ops.world_size());
+  DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, rows));
+  DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
   if (c.tie_word_embeddings) {
-    lm_head_.weight = embed_tokens_;  // this rank's rows of it: a view, no copy
-    const int64_t part = c.vocab_size / ops.world_size();
-    lm_head_.weight.view = embed_tokens_.view.slice(ops.rank() * part, (ops.rank() + 1) * part);
+    lm_head_.weight = embed_tokens_;
   } else {
     DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false,
                                                   LinearSplit::kColumn));
