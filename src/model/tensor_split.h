@@ -1,6 +1,7 @@
 // Whether a config splits over tensor-parallel ranks. Each rank computes 1/world of the attention heads
 // (MLA: of the heads; its latent is replicated), of every MLP's and every expert's intermediate width,
-// and of the vocabulary's logits; a field that does not divide is refused by name before any weight is read.
+// and of the vocabulary (embedding rows, logits); a field that does not divide is refused by name before
+// any weight is read.
 #pragma once
 
 #include "drift/status.h"

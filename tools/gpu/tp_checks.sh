@@ -23,6 +23,12 @@ left() {  # seconds left before the deadline, at least $1
   [ "$l" -lt "$1" ] && l=$1
   echo "$l"
 }
+cap() {  # a step's timeout: $1 seconds, or what is left before the deadline when less (at least 20)
+  local l
+  l=$(left 20)
+  [ "$1" -lt "$l" ] && l=$1
+  echo "$l"
+}
 
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 {
@@ -34,9 +40,8 @@ gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 
 configure_build . "$BUILD" -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON || exit 1
 grep -E "drift:" /tmp/drift-configure.log >>"$OUT/tp_build.log" 2>/dev/null
-grep -q "NCCL found" /tmp/drift-configure.log 2>/dev/null || grep -q "NCCL found" "$BUILD/CMakeCache.txt" 2>/dev/null ||
-  grep -E "NCCL" /tmp/drift-configure.log | head -2
-timeout 300 ninja -C "$BUILD" -j16 -k 0 cuda_tp_test cuda_engine_test drift_bench_decode drift >>"$OUT/tp_build.log" 2>&1
+grep -hE "drift: NCCL" /tmp/drift-configure.log 2>/dev/null || grep -E "^DRIFT_NCCL_LIBRARY" "$BUILD/CMakeCache.txt"
+timeout "$(cap 300)" ninja -C "$BUILD" -j16 -k 0 cuda_tp_test cuda_engine_test drift_bench_decode drift >>"$OUT/tp_build.log" 2>&1
 build_rc=$?
 echo "build rc=$build_rc after $((SECONDS - t_start)) s"
 [ $build_rc -ne 0 ] && grep -E "error|FAILED" "$OUT/tp_build.log" | head -30
@@ -44,11 +49,11 @@ echo "build rc=$build_rc after $((SECONDS - t_start)) s"
 # The 2-GPU tests.
 tp_rc=skip engine_rc=skip
 if [ -x "$BUILD/tests/ops/cuda_tp_test" ]; then
-  timeout 120 "$BUILD/tests/ops/cuda_tp_test" >"$OUT/cuda_tp_test.log" 2>&1
+  timeout "$(cap 120)" "$BUILD/tests/ops/cuda_tp_test" >"$OUT/cuda_tp_test.log" 2>&1
   tp_rc=$?
 fi
 if [ -x "$BUILD/tests/ops/cuda_engine_test" ]; then
-  timeout 150 "$BUILD/tests/ops/cuda_engine_test" --gtest_filter='*TensorParallel*' >"$OUT/cuda_engine_tp_test.log" 2>&1
+  timeout "$(cap 150)" "$BUILD/tests/ops/cuda_engine_test" --gtest_filter='*TensorParallel*' >"$OUT/cuda_engine_tp_test.log" 2>&1
   engine_rc=$?
 fi
 echo "tests done after $((SECONDS - t_start)) s"
@@ -58,7 +63,7 @@ generate="drift binary not built"
 DRIFT=$BUILD/apps/drift/drift
 if [ -x "$DRIFT" ]; then
   for tp in 1 2; do
-    timeout 90 "$DRIFT" generate --device cuda --tensor-parallel "$tp" -p "Once upon a time" --max-tokens 32 \
+    timeout "$(cap 60)" "$DRIFT" generate --device cuda --tensor-parallel "$tp" -p "Once upon a time" --max-tokens 32 \
       --ignore-eos --output json >"/tmp/generate_tp$tp.json" 2>"/tmp/generate_tp$tp.err"
     { echo "== tp $tp (rc=$?)"; cat "/tmp/generate_tp$tp.json" "/tmp/generate_tp$tp.err"; } >>"$OUT/tp_generate.txt"
   done
