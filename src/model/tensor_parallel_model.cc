@@ -61,7 +61,7 @@ class TensorParallelModel final : public Model {
   }
 
   void forward(const ForwardContext& ctx, const Tensor& logits) override {
-    check(on_every_rank([&](int32_t r) {
+    keep_failure(on_every_rank([&](int32_t r) {
       const ForwardContext mine = share_inputs(r, ctx);
       const Tensor out = r == 0 ? logits : logits_[size_t(r)].view.slice(0, ctx.num_logits);
       models_[size_t(r)]->forward(mine, out);
@@ -70,7 +70,7 @@ class TensorParallelModel final : public Model {
   }
 
   void move_kv(std::span<const KvRowMoves> groups) override {
-    check(on_every_rank([&](int32_t r) {
+    keep_failure(on_every_rank([&](int32_t r) {
       std::vector<KvRowMoves> mine(groups.begin(), groups.end());
       std::vector<Tensor*> tensors;
       for (KvRowMoves& m : mine) tensors.insert(tensors.end(), {&m.from, &m.to});
@@ -79,6 +79,8 @@ class TensorParallelModel final : public Model {
       return communicator_status(r);
     }));
   }
+
+  Status status() const override { return failure_; }
 
   Status set_hidden_taps(std::span<const int32_t>) override {
     return unsupported(fmt::format("{}: hidden-state taps (EAGLE-3) run on one rank, not {} tensor-parallel ranks",
@@ -98,8 +100,12 @@ class TensorParallelModel final : public Model {
     return comm != nullptr ? comm->status() : Status::Ok();
   }
 
-  // Model calls return nothing: a failed rank stops the process with its message, never a hang.
+  // Sizing the buffers happens once, at load: a rank failing there stops the process with its message.
   static void check(const Status& s) { DRIFT_CHECK(s.ok(), "{}", s.to_string()); }
+  // A step's failure is kept for status(): the group is spent, and every later step returns the same error.
+  void keep_failure(const Status& s) {
+    if (!s.ok() && failure_.ok()) failure_ = s;
+  }
 
   // The step's inputs as rank r sees them: rank 0's own tensors, broadcast into each other rank's memory.
   ForwardContext share_inputs(int32_t r, const ForwardContext& ctx) {
@@ -139,6 +145,7 @@ class TensorParallelModel final : public Model {
   std::vector<backend::Buffer> inputs_;               // [world] int32 arena of a step's inputs (ranks > 0)
   std::vector<backend::Buffer> logits_;               // [world] [max_logits, vocab] fp32 (ranks > 0)
   std::unique_ptr<backend::RankThreads> threads_;
+  Status failure_;  // the first failed step's error; ok while the group works
 };
 
 }  // namespace

@@ -120,6 +120,23 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                            return n;
                          });
 
+// A rank that fails mid-run (here: its group aborted as a lost GPU would) ends the step with an error
+// naming it, and every later step too, instead of leaving the other ranks waiting.
+TEST(TensorParallelFailure, AFailedRankEndsTheStepWithItsError) {
+  auto split = load_split("llama", 2);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  const std::vector<int32_t> ids = {1, 2, 3, 4};
+  EXPECT_EQ(greedy(*split->runner, ids, 2).size(), 2u);
+  split->first->communicator()->abort("rank 1 lost its GPU");
+  const auto blocks = blocks_for(*split->runner);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    runner::SeqStep step{ids, 0, 4, blocks, true, false};
+    auto logits = split->runner->step({&step, 1});
+    ASSERT_FALSE(logits.ok());
+    EXPECT_NE(logits.status().message().find("rank 1 lost its GPU"), std::string::npos) << logits.status().message();
+  }
+}
+
 TEST(TensorParallelSplit, RefusesAFieldThatDoesNotDivide) {
   // qwen2's fixture has 6 heads: 4 ranks cannot share them.
   auto four = load_split("qwen2", 4);

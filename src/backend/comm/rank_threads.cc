@@ -5,7 +5,7 @@
 namespace drift::backend {
 
 RankThreads::RankThreads(int32_t world, std::function<void(const Status&)> on_failure)
-    : world_(world), on_failure_(std::move(on_failure)), results_(size_t(world)) {
+    : world_(world), on_failure_(std::move(on_failure)) {
   for (int32_t r = 1; r < world; ++r) threads_.emplace_back([this, r] { serve(r); });
 }
 
@@ -33,11 +33,19 @@ void RankThreads::serve(int32_t rank) {
   }
 }
 
-void RankThreads::finish(int32_t rank, Status status) {
-  if (!status.ok() && on_failure_)
-    on_failure_(Status(status.code(), fmt::format("rank {} of {}: {}", rank, world_, status.message())));
+void RankThreads::finish(int32_t rank, const Status& status) {
+  if (!status.ok()) {
+    const Status named(status.code(), fmt::format("tensor-parallel rank {} of {} failed: {}", rank, world_, status.message()));
+    bool first = false;
+    {
+      // The first rank to fail is the cause; the others fail because the abort below woke them.
+      std::lock_guard lock(mutex_);
+      first = failure_.ok();
+      if (first) failure_ = named;
+    }
+    if (first && on_failure_) on_failure_(named);
+  }
   std::lock_guard lock(mutex_);
-  results_[size_t(rank)] = std::move(status);
   if (--running_ == 0) done_.notify_all();
 }
 
@@ -54,14 +62,7 @@ Status RankThreads::run(const std::function<Status(int32_t rank)>& work) {
   std::unique_lock lock(mutex_);
   done_.wait(lock, [&] { return running_ == 0; });
   work_ = nullptr;
-  for (int32_t r = 0; r < world_; ++r) {
-    const Status& s = results_[size_t(r)];
-    if (!s.ok()) {
-      failure_ = Status(s.code(), fmt::format("tensor-parallel rank {} of {} failed: {}", r, world_, s.message()));
-      return failure_;
-    }
-  }
-  return Status::Ok();
+  return failure_;
 }
 
 }  // namespace drift::backend

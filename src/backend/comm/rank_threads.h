@@ -3,8 +3,9 @@
 // group's life, so a step costs a wake-up, not a thread start.
 //
 // When a rank's work fails, `on_failure` runs at once (it aborts the communicators, so ranks blocked in a
-// collective wake instead of waiting for the failed one) and run() returns that rank's error after every
-// rank has stopped. After a failure the group is spent: every later run() returns the same error.
+// collective wake instead of waiting for the failed one) and run() returns that rank's error, the first
+// to fail, after every rank has stopped. After a failure the group is spent: every later run() returns
+// the same error.
 #pragma once
 
 #include <condition_variable>
@@ -31,7 +32,7 @@ class RankThreads {
 
  private:
   void serve(int32_t rank);
-  void finish(int32_t rank, Status status);
+  void finish(int32_t rank, const Status& status);
 
   int32_t world_;
   std::function<void(const Status&)> on_failure_;
@@ -41,8 +42,7 @@ class RankThreads {
   uint64_t round_ = 0;
   int32_t running_ = 0;
   bool stopping_ = false;
-  std::vector<Status> results_;  // [world] of the current round
-  Status failure_;               // the first failure ever; ok while the group is usable
+  Status failure_;               // the first rank's failure, named; ok while the group is usable
   std::vector<std::thread> threads_;
 };
 
