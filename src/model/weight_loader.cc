@@ -105,7 +105,7 @@ void on_every_core(int64_t chunks, const Work& work) {
 // 8B-parameter model draws in seconds (one std::normal_distribution thread took minutes), and the values
 // depend only on (seed, index), never on the thread count.
 void fill_normal(float* dst, int64_t n, uint64_t seed, float mean, float std) {
-  constexpr int64_t kChunk = int64_t(1) << 20;
+  constexpr int64_t kChunk = int64_t(1) << 16;  // small enough that one expert's matrix keeps every core busy
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   auto fill_chunk = [&](int64_t c) {
     uint64_t state = seed ^ (0xd1b54a32d192ed03ull * uint64_t(c + 1));
@@ -283,7 +283,10 @@ Expected<backend::Buffer> WeightLoader::upload(const std::vector<float>& host, c
     ops_->copy_from_host(buf.view, host.data());
   } else if (t == DType::kBF16) {
     std::vector<uint16_t> bf(host.size());
-    for (size_t i = 0; i < host.size(); ++i) bf[i] = f32_to_bf16(host[i]);
+    constexpr int64_t kChunk = int64_t(1) << 20;
+    on_every_core((int64_t(host.size()) + kChunk - 1) / kChunk, [&](int64_t c) {
+      for (size_t i = size_t(c * kChunk); i < std::min(host.size(), size_t((c + 1) * kChunk)); ++i) bf[i] = f32_to_bf16(host[i]);
+    });
     ops_->copy_from_host(buf.view, bf.data());
   } else {
     return unsupported(fmt::format("backend compute dtype {}", dtype_name(t)));

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "backend/ops.h"
@@ -16,6 +17,7 @@ namespace drift::backend {
 namespace cuda {
 class CublasLt;
 struct AttentionParams;
+enum class MlaKernel : uint8_t;
 }
 
 struct CudaOptions {
@@ -25,6 +27,8 @@ struct CudaOptions {
   // linear_silu_mul of at most 4 rows as one GEMV whose CTAs hold each gate row with its up row and
   // write the activation (else the GEMV, then silu_mul).
   bool fuse_swiglu_gemv = true;
+  // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
+  bool mla_tensor_cores = true;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
@@ -99,12 +103,13 @@ class CudaOps final : public Ops {
   // Benchmarks compare the GEMV kernel with cuBLASLt on the same loaded model.
   void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
+  void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
 
  private:
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.
-  int32_t mla_splits(const cuda::AttentionParams& a) const;
+  int32_t mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const;
   void moe_experts_bf16(const MoeExpertsParams& p);
 
   CudaOptions options_;

@@ -221,13 +221,22 @@ bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num
 // head_dim % 8 == 0 and head_dim <= 256.
 void run_decode_attention(const AttentionParams& p, cudaStream_t stream);
 bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
-// Multi-head latent attention (ops/mla_attention.cu): v_cache null, one latent row per token (num_kv_heads
-// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta()
+// Multi-head latent attention (ops/mla_attention*.cu): v_cache null, one latent row per token (num_kv_heads
+// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta(kernel)
 // heads, key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge
-// kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule.
-void run_mla_attention(const AttentionParams& p, cudaStream_t stream);
+// kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Two
+// kernels compute it: on tensor cores (mla_attention_mma.cu) where the shape allows, else on CUDA cores.
+enum class MlaKernel : uint8_t { kCudaCores, kTensorCores };
+void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream);
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
-int32_t mla_attention_heads_per_cta();
+// The kernel for a shape: tensor cores when allowed and the shape fits them (head_dim % 16 == 0, head_dim_v
+// 128/256/512, no sinks, q rows 16-byte aligned).
+MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores);
+int32_t mla_attention_heads_per_cta(MlaKernel kernel);
+int32_t mla_attention_ctas_per_sm(MlaKernel kernel);
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks);
+int32_t mla_attention_mma_heads_per_cta();
+void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 
