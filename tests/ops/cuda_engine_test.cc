@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -392,6 +393,11 @@ TEST(CudaEngine, TensorParallelTwoGpusAgreeWithOne) {
   if (const int gpus = backend::cuda_device_count(); gpus < 2) GTEST_SKIP() << "needs 2 CUDA devices; " << gpus << " found";
   for (const std::string& model : {std::string(DRIFT_MODELS_DIR) + "/default", std::string(DRIFT_FIXTURES_DIR) + "/models/qwen3",
                                    std::string(DRIFT_FIXTURES_DIR) + "/models/deepseek_v2"}) {
+    if (!std::filesystem::exists(model + "/model.safetensors")) {
+      // The GPU machine's copy of the tree may leave a large model out (its 64 MiB limit).
+      std::printf("[ engine   ] %s is not in this tree: not compared\n", model.c_str());
+      continue;
+    }
     EngineConfig config;
     config.model_dir = model;
     config.device = "cuda";

@@ -58,12 +58,15 @@ if [ -x "$BUILD/tests/ops/cuda_engine_test" ]; then
 fi
 echo "tests done after $((SECONDS - t_start)) s"
 
-# drift generate, greedy, on the default model: 2 GPUs against 1.
+# drift generate, greedy, on the default model (the llama fixture when the call's tree left the default
+# model's weights out): 2 GPUs against 1.
 generate="drift binary not built"
 DRIFT=$BUILD/apps/drift/drift
+MODEL=models/default
+[ -f "$MODEL/model.safetensors" ] || MODEL=tests/fixtures/models/llama
 if [ -x "$DRIFT" ]; then
   for tp in 1 2; do
-    timeout "$(cap 60)" "$DRIFT" generate --device cuda --tensor-parallel "$tp" -p "Once upon a time" --max-tokens 32 \
+    timeout "$(cap 60)" "$DRIFT" generate -m "$MODEL" --device cuda --tensor-parallel "$tp" -p "Once upon a time" --max-tokens 32 \
       --ignore-eos --output json >"/tmp/generate_tp$tp.json" 2>"/tmp/generate_tp$tp.err"
     { echo "== tp $tp (rc=$?)"; cat "/tmp/generate_tp$tp.json" "/tmp/generate_tp$tp.err"; } >>"$OUT/tp_generate.txt"
   done
@@ -127,7 +130,7 @@ echo "== summary ($((SECONDS - t_start)) s) =="
 echo "build: rc=$build_rc; GPUs: $gpus"
 echo "cuda_tp_test (rc=$tp_rc): $(summary "$OUT/cuda_tp_test.log")"
 echo "cuda_engine_test TP (rc=$engine_rc): $(summary "$OUT/cuda_engine_tp_test.log")"
-echo "drift generate tp2 vs tp1: $generate"
+echo "drift generate tp2 vs tp1 ($MODEL): $generate"
 echo "bench rc: tp1=$bench_rc1 tp2=$bench_rc2 (Llama-3.1-8B shape, random weights, eager decode)"
 echo "| workload | TP=1 graphs tok/s | TP=1 eager tok/s | TP=2 eager tok/s | TP=2 / TP=1 eager | TP=2 / TP=1 graphs |"
 echo "|---|---:|---:|---:|---:|---:|"
