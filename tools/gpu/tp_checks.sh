@@ -16,6 +16,7 @@ BUILD=build-gpu
 TP_DEADLINE=${TP_DEADLINE:-450}  # seconds since start by which every step has ended
 t_start=$SECONDS
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}  # NCCL says why when a collective or the group setup fails
 . tools/gpu/setup.sh
 
 left() {  # seconds left before the deadline, at least $1
