@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "ceilings.h"
 #include "eagle_costs.h"
+#include "rank_group.h"
 #include "step_costs.h"
 #include "backend/cuda/runtime/check.h"
 #include "backend/cuda/runtime/pdl.h"
@@ -317,8 +318,9 @@ void roofline(const Shape& s, backend::CudaOps& ops, std::vector<RoofRow>& out) 
 
 class ModelBench {
  public:
+  // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none.
   ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
-             int max_prefill, bool fast_loader)
+             int max_prefill, bool fast_loader, model::RankBackends ranks = {})
       : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
@@ -333,7 +335,9 @@ class ModelBench {
     auto config = weights::load_model_config(dir);
     DRIFT_CHECK(config.ok(), "{}", config.status().to_string());
     costs_ = step_costs(*config);
-    auto m = model::load_model(dir, ops, lo);
+    graphs_allowed_ = ranks.others.empty();  // a graph would capture rank 0's stream alone
+    auto m = ranks.others.empty() ? model::load_model(dir, ops, lo)
+                                  : model::load_tensor_parallel(dir, std::move(ranks), lo);
     DRIFT_CHECK(m.ok(), "{}", m.status().to_string());
     model_ = std::move(m).value();
     ops.synchronize();
@@ -345,6 +349,7 @@ class ModelBench {
     runner::RunnerConfig rc;
     rc.max_num_tokens = std::max(max_prefill, 1024);
     rc.max_num_seqs = max_batch;
+    rc.cuda_graphs = graphs_allowed_;
     rc.block_size = kBlockSize;
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch;
@@ -413,7 +418,7 @@ class ModelBench {
     std::printf("  %s: %lld of %d steps replayed from a graph (%lld graphs so far)\n", label.c_str(),
                 static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + 3,
                 static_cast<long long>(runner_->num_graphs()));
-    runner_->set_cuda_graphs(true);
+    runner_->set_cuda_graphs(graphs_allowed_);
     return r;
   }
 
@@ -562,6 +567,7 @@ class ModelBench {
   size_t num_kv_groups_ = 1;
   StepCosts costs_;
   std::unique_ptr<model::Model> model_;
+  bool graphs_allowed_ = true;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::vector<std::vector<int32_t>> tokens_;
   SamplingParams greedy_;
@@ -578,6 +584,19 @@ void print_eagle(const std::string& model, const std::vector<EagleCostRow>& rows
   for (const EagleCostRow& r : rows)
     if (r.what.rfind("target verify", 0) == 0)
       std::printf("| %s | %.2fx |\n", r.what.c_str(), tau * decode / (r.ms + round));
+}
+
+// The all-reduces a decode step of `s` makes under tensor parallelism (one after attention and one after
+// the MLP per layer) at each batch size, timed alone on the group.
+void print_all_reduce(const Shape& s, const model::RankBackends& ranks, const std::vector<int>& batches) {
+  std::printf("\nall-reduce on %d GPUs, %s (bf16 [batch, %lld], 2 per layer x %lld layers)\n"
+              "| batch | one all-reduce us | per decode step ms |\n|---:|---:|---:|\n",
+              ranks.world_size(), s.name.c_str(), static_cast<long long>(s.hidden), static_cast<long long>(s.layers));
+  for (int batch : batches) {
+    const double us = all_reduce_us(ranks, batch, s.hidden);
+    std::printf("| %d | %.1f | %.3f |\n", batch, us, us * 2.0 * double(s.layers) * 1e-3);
+  }
+  std::fflush(stdout);
 }
 
 int run(int argc, char** argv) {
@@ -609,8 +628,17 @@ int run(int argc, char** argv) {
   app.add_option("--eagle-tau", eagle_tau, "tokens per verify step (measured) for the projected speedup");
   app.add_option("--eagle-depth", eagle_depth, "drafting round depth");
   app.add_option("--eagle-topk", eagle_top_k, "drafting round top-k");
+  int tensor_parallel = 1;
+  app.add_option("--tensor-parallel", tensor_parallel,
+                 "split each model over GPUs 0..N-1 (NCCL); decode rows run eager, and the all-reduce time per step is printed")
+      ->check(CLI::Range(1, 8));
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
+  if (tensor_parallel > 1) {
+    // A captured step would hold rank 0's stream alone: graphs on every rank are later work (issue 18).
+    forward_only = gemv_compare = ablate = false;
+    eagle_trees.clear();
+  }
 
   if (backend::cuda_device_count() == 0) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
@@ -658,16 +686,27 @@ int run(int argc, char** argv) {
   const int max_prefill = *std::max_element(prefills.begin(), prefills.end());
   for (const std::string& name : models) {
     const Shape& s = *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
-    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast");
+    model::RankBackends ranks;
+    if (tensor_parallel > 1) {
+      auto made = make_cuda_ranks(ops, tensor_parallel);
+      if (!made.ok()) {
+        std::fprintf(stderr, "drift_bench_decode: %s\n", made.status().to_string().c_str());
+        return 1;
+      }
+      ranks = std::move(made).value();
+      print_all_reduce(s, ranks, batches);
+    }
+    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast", std::move(ranks));
     for (int n : prefills) {
       rows.push_back(b.prefill(n));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
     }
     for (int batch : batches) {
-      rows.push_back(b.decode(batch, true, fmt::format("decode b={}", batch)));
+      const std::string tp = tensor_parallel > 1 ? fmt::format(" tp{} eager", tensor_parallel) : "";
+      rows.push_back(b.decode(batch, tensor_parallel == 1, fmt::format("decode b={}{}", batch, tp)));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
     }
-    if (eager)
+    if (eager && tensor_parallel == 1)
       for (int batch : batches) {
         rows.push_back(b.decode(batch, false, fmt::format("decode b={} eager", batch)));
         std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);

@@ -47,6 +47,8 @@ Expected<std::unique_ptr<Ops>> make_cuda_ops(const CudaOptions& options) {
   return std::unique_ptr<Ops>(std::make_unique<CudaOps>(options));
 }
 
+void CudaOps::bind_thread() { DRIFT_CUDA_CHECK(cudaSetDevice(options_.device)); }
+
 CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
   DRIFT_CUDA_CHECK(cudaSetDevice(options.device));
   DRIFT_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, options.device));
@@ -121,6 +123,19 @@ void CudaOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& ou
   DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
   cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
                                    .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype))},
+            stream_);
+}
+
+void CudaOps::embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
+  check_dtype(ids, DType::kI32, "embedding_part ids");
+  check_device(table, "embedding_part");
+  DRIFT_CHECK(out.dtype == table.dtype, "cuda embedding_part: table {} and out {} differ", table.describe(), out.describe());
+  const int64_t num_tokens = ids.numel(), hidden = table.size(1);
+  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
+  // Ids of other ranks' rows fall outside [0, num_src_rows) once shifted: zero rows.
+  cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
+                                   .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype)),
+                                   .first_row = first_id},
             stream_);
 }
 

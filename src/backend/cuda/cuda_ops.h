@@ -48,6 +48,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override;
 
   Device device() const override { return Device::kCuda; }
+  void bind_thread() override;
   const char* name() const override { return "cuda"; }
   DType compute_dtype() const override { return DType::kBF16; }
 
@@ -66,6 +67,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<CapturedWork> end_capture() override;
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;

@@ -24,6 +24,7 @@ struct GatherRowsParams {
   void* out = nullptr;             // [num_rows, row_bytes]; [num_src_rows, row_bytes] with scatter
   int64_t num_rows = 0, num_src_rows = 0, row_bytes = 0;
   bool scatter = false;
+  int64_t first_row = 0;  // gather: index[i] - first_row is the row read (a rank's slice of the vocabulary)
 };
 void run(const GatherRowsParams& p, cudaStream_t stream);
 
