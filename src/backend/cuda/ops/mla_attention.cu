@@ -24,6 +24,7 @@
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/smem.h"
 
 namespace drift::backend::cuda {
 
@@ -238,12 +239,7 @@ __global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(AttentionParam
 
 template <bool kGeneral>
 void launch_mla(const AttentionParams& p, size_t smem, cudaStream_t stream) {
-  static std::atomic<size_t> allowed{0};  // the kernel's dynamic shared memory opt-in, raised as needed
-  if (smem > allowed.load()) {
-    DRIFT_CUDA_CHECK(
-        cudaFuncSetAttribute(mla_attention_kernel<kGeneral>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    allowed.store(smem);
-  }
+  allow_dynamic_smem<mla_attention_kernel<kGeneral>>(smem);
   const dim3 grid(unsigned(p.num_tokens), unsigned(ceil_div(p.num_heads, kHeads)), unsigned(p.num_splits));
   launch(mla_attention_kernel<kGeneral>, grid, kThreads, smem, stream, p);
 }

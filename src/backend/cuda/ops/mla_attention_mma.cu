@@ -24,6 +24,7 @@
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/smem.h"
 
 namespace drift::backend::cuda {
 
@@ -247,13 +248,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
 
 template <bool kGeneral, int kTiles>
 void launch_mma(const AttentionParams& p, cudaStream_t stream) {
-  static std::atomic<size_t> allowed{0};  // the kernel's dynamic shared memory opt-in, raised as needed
   const size_t smem = MmaSmem::bytes(p.head_dim);
-  if (smem > allowed.load()) {
-    DRIFT_CUDA_CHECK(
-        cudaFuncSetAttribute(mla_mma_kernel<kGeneral, kTiles>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    allowed.store(smem);
-  }
+  allow_dynamic_smem<mla_mma_kernel<kGeneral, kTiles>>(smem);
   const int64_t groups = ceil_div(p.num_heads, kRows);
   launch(mla_mma_kernel<kGeneral, kTiles>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
          smem, stream, p);

@@ -24,6 +24,7 @@
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/moe_workspace.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/smem.h"
 
 namespace drift::backend::cuda {
 
@@ -460,12 +461,7 @@ void launch_staged(const typename Format::Params& p, const MoeWorkspace& w, unsi
   const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
   const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
   const size_t smem = staged_smem_bytes<Format>(k);
-  static std::atomic<size_t> allowed{0};  // the kernel's dynamic shared memory opt-in, raised as needed
-  if (smem > allowed.load()) {
-    DRIFT_CUDA_CHECK(cudaFuncSetAttribute(moe_staged_kernel<Format, kProduct>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    allowed.store(smem);
-  }
+  allow_dynamic_smem<moe_staged_kernel<Format, kProduct>>(smem);
   launch(moe_staged_kernel<Format, kProduct>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream, p, w);
 }
 
