@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 namespace drift::testing {
 
@@ -83,6 +87,27 @@ Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
   r.sampling.temperature = 0.0f;
   r.ignore_eos = true;
   return r;
+}
+
+GoldenRequests golden_requests(const std::string& fixture) {
+  std::ifstream in(std::string(DRIFT_FIXTURES_DIR) + "/models/" + fixture + "/golden.json");
+  const auto golden = nlohmann::json::parse(in);
+  GoldenRequests g;
+  for (const auto& p : golden["prompts"]) {
+    g.greedy.push_back(p["greedy"].get<std::vector<int32_t>>());
+    g.requests.push_back(greedy_request(p["ids"].get<std::vector<int32_t>>(), int32_t(g.greedy.back().size())));
+  }
+  return g;
+}
+
+EngineMetrics expect_golden_twice(Engine& engine, const GoldenRequests& golden) {
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<Collected> results = run_all(engine, golden.requests);
+    EXPECT_EQ(results.size(), golden.greedy.size());
+    for (size_t i = 0; i < std::min(results.size(), golden.greedy.size()); ++i)
+      EXPECT_EQ(results[i].tokens, golden.greedy[i]) << "prompt " << i << ", pass " << pass;
+  }
+  return wait_until_idle(engine);
 }
 
 }  // namespace drift::testing

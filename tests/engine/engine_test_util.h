@@ -43,4 +43,14 @@ Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens);
 // Blocks of finished requests return at the engine's next commit: waits (bounded) until nothing is held.
 EngineMetrics wait_until_idle(Engine& engine);
 
+// A fixture's golden prompts as greedy requests, with the continuations transformers recorded for them.
+struct GoldenRequests {
+  std::vector<Request> requests;
+  std::vector<std::vector<int32_t>> greedy;
+};
+GoldenRequests golden_requests(const std::string& fixture);
+// Runs the requests all at once, twice (the second pass from cached blocks), expecting the recorded
+// continuations each time; returns the metrics once the engine is idle.
+EngineMetrics expect_golden_twice(Engine& engine, const GoldenRequests& golden);
+
 }  // namespace drift::testing

@@ -4,9 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 
-#include <nlohmann/json.hpp>
 
 #include "engine_test_util.h"
 
@@ -16,26 +14,13 @@ namespace {
 class TensorParallelEngineTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallelEngineTest, GreedyMatchesTransformersOverTwoRanks) {
-  std::ifstream in(std::string(DRIFT_FIXTURES_DIR) + "/models/" + GetParam() + "/golden.json");
-  const auto golden = nlohmann::json::parse(in);
-  std::vector<Request> requests;
-  std::vector<std::vector<int32_t>> expected;
-  for (const auto& p : golden["prompts"]) {
-    requests.push_back(greedy_request(p["ids"].get<std::vector<int32_t>>(), int32_t(p["greedy"].size())));
-    expected.push_back(p["greedy"].get<std::vector<int32_t>>());
-  }
   EngineConfig config = fixture_engine_config(GetParam());
   config.tensor_parallel = 2;
   config.max_num_batched_tokens = 7;
   config.max_num_seqs = 4;
   auto engine = Engine::create(config);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  for (int pass = 0; pass < 2; ++pass) {
-    const std::vector<Collected> results = run_all(**engine, requests);
-    for (size_t i = 0; i < results.size(); ++i)
-      EXPECT_EQ(results[i].tokens, expected[i]) << "prompt " << i << ", pass " << pass;
-  }
-  const EngineMetrics m = wait_until_idle(**engine);
+  const EngineMetrics m = expect_golden_twice(**engine, golden_requests(GetParam()));
   EXPECT_GT(m.prefix_cache_hits, 0);
   EXPECT_EQ(m.kv_blocks_used, 0) << "a block leaked";
 }
