@@ -126,6 +126,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.progress = config.load_progress;
   load.kv_dtype = kv_dtype_;
   load.extra_weight_files = config.extra_weight_files;
+  load.retrofit_file = config.retrofit_file;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
