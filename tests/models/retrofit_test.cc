@@ -1,17 +1,22 @@
 // MLA-lite and DSA-lite retrofits on the CPU backend: a full-rank MLA-lite retrofit is the model (its
 // logits within 1e-4 of the largest), a cut one is not and caches less; DSA-lite whose top-k covers the
 // context is full attention, a smaller top-k is not; chunked prefill and batching give the same logits
-// with both on; bad retrofit files are refused with the name of what is wrong.
+// with both on; bad retrofit files are refused with the name of what is wrong. Where the CUDA backend is
+// built: MLA-lite runs through its MLA kernel and matches the CPU (on a GPU), DSA-lite is refused by name.
 #include <gtest/gtest.h>
 
 #include <numeric>
 
 #include "drift/model_info.h"
 #include "fixture_model.h"
+#include "model/layer_plan.h"
 #include "model/registry.h"
 #include "model_copy.h"
 #include "retrofit_file.h"
 #include "weights/safetensors.h"
+#ifdef DRIFT_TEST_CUDA_SUPPORT
+#include "backend/cuda/cuda_ops.h"
+#endif
 
 namespace drift::testing {
 namespace {
@@ -39,9 +44,10 @@ struct Loaded {
   std::unique_ptr<runner::ModelRunner> runner;
 };
 
-Loaded load(const std::string& dir, const std::string& retrofit) {
+Loaded load(const std::string& dir, const std::string& retrofit,
+            std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops()) {
   Loaded l;
-  l.ops = backend::make_cpu_ops();
+  l.ops = std::move(ops);
   model::LoadOptions options;
   options.retrofit_file = retrofit;
   auto model = model::load_model(dir, *l.ops, options);
@@ -50,7 +56,7 @@ Loaded load(const std::string& dir, const std::string& retrofit) {
   l.model = std::move(model).value();
   runner::RunnerConfig rc;
   rc.block_size = 16;
-  rc.num_blocks.assign(l.model->kv_specs(DType::kF32).size(), 64);
+  rc.num_blocks.assign(l.model->kv_specs(l.ops->compute_dtype()).size(), 64);
   rc.max_num_tokens = 256;
   rc.max_num_seqs = 8;
   rc.max_model_len = 256;
@@ -193,6 +199,33 @@ TEST(RetrofitTest, BadRetrofitFilesAreRefusedByName) {
   EXPECT_NE(load_error(dir, too_wide).find("d_c = 61"), std::string::npos);
   EXPECT_NE(load_error(fixture_dir("qwen2"), good).find("attention_bias"), std::string::npos);
 }
+
+#ifdef DRIFT_TEST_CUDA_SUPPORT
+TEST(RetrofitCudaTest, DsaLiteIsRefusedByNameAndMlaLiteMatchesTheCpu) {
+  const std::string dir = partial_rope_llama();
+  const std::string lite = retrofit_path("cuda_lite", {.rank = 16, .rope_freqs = {0, 1}}, dir);
+  const std::string sparse = retrofit_path("cuda_dsa", {.mla_lite = false, .dsa_lite = true}, dir);
+  const weights::ModelConfig config = [&] {
+    auto c = weights::load_model_config(dir);
+    EXPECT_TRUE(c.ok());
+    return *c;
+  }();
+  for (const auto& [file, refused] : {std::pair{lite, false}, std::pair{sparse, true}}) {
+    weights::ModelConfig c = config;
+    ASSERT_TRUE(model::apply_retrofit(c, file).ok());
+    const model::LayerPlan plan = model::plan_layers(c);
+    const Status s = backend::CudaOps::check_attention(model::attention_shape(c, plan.layers[0], DType::kBF16));
+    EXPECT_EQ(!s.ok(), refused) << file << ": " << s.to_string();
+    if (refused) EXPECT_NE(s.message().find("sparse attention"), std::string::npos) << s.message();
+  }
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto cuda_ops = backend::make_cuda_ops();
+  ASSERT_TRUE(cuda_ops.ok()) << cuda_ops.status().to_string();
+  Loaded cpu = load(dir, lite), gpu = load(dir, lite, std::move(cuda_ops).value());
+  ASSERT_TRUE(cpu.runner && gpu.runner);
+  EXPECT_LE(error_between(gpu, cpu, prompt(40)), 3e-2);
+}
+#endif
 
 }  // namespace
 }  // namespace drift::testing
