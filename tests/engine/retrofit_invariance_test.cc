@@ -1,6 +1,7 @@
 // Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both): a
 // request's greedy output is the same alone, in a batch, with prefix reuse (served from the cache the
-// second time) and with prefill chunks of 7 tokens.
+// second time), with prefill chunks of 7 tokens and with prompt-lookup speculation. DSA-lite with EAGLE-3
+// trees is refused by name.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -67,6 +68,22 @@ TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
   auto chunky = Engine::create(chunked);
   ASSERT_TRUE(chunky.ok());
   EXPECT_EQ(tokens_of(run_all(**chunky, requests())), alone) << "chunks of 7";
+
+  EngineConfig speculative = base;
+  speculative.speculative.method = "ngram";
+  auto ngram = Engine::create(speculative);
+  ASSERT_TRUE(ngram.ok()) << ngram.status().to_string();
+  EXPECT_EQ(tokens_of(run_all(**ngram, requests())), alone) << "prompt-lookup speculation";
+}
+
+TEST(RetrofitModes, DsaLiteWithEagle3TreesIsRefusedByName) {
+  EngineConfig c = config_with({.mla_lite = false, .dsa_lite = true}, "dsa_eagle3");
+  c.speculative.method = "eagle3";
+  c.speculative.draft_dir = "auto";
+  auto engine = Engine::create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find(c.retrofit_file), std::string::npos) << engine.status().to_string();
+  EXPECT_NE(engine.status().message().find("EAGLE-3"), std::string::npos) << engine.status().to_string();
 }
 
 INSTANTIATE_TEST_SUITE_P(
