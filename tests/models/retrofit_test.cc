@@ -5,6 +5,7 @@
 // built: MLA-lite runs through its MLA kernel and matches the CPU (on a GPU), DSA-lite is refused by name.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "drift/model_info.h"
@@ -143,6 +144,28 @@ TEST(RetrofitTest, BothRetrofitsGiveTheSameLogitsChunkedAndOnOtherBlocks) {
     ASSERT_EQ(chunked.size(), whole.size());
     EXPECT_LE(relative_max_error(chunked.data(), whole.data(), whole.size()), 1e-5) << "chunk " << chunk;
   }
+}
+
+// tools/retrofit/make_fixture.py: a PCA-initialised MLA-lite (d_c 16, RoPE on 2 of 8 frequencies) plus a
+// DSA-lite indexer (top-k 8) of the llama fixture, and the logits the tool's own PyTorch forward gives: the
+// tool and the engine agree on the file's layout, the partial RoPE, the latent and the top-k rule.
+TEST(RetrofitTest, EngineMatchesTheToolsLogits) {
+  const std::string dir = fixture_dir("llama");
+  const std::string fixtures = std::string(DRIFT_FIXTURES_DIR) + "/retrofit/";
+  Loaded l = load(dir, fixtures + "llama_retrofit.safetensors");
+  ASSERT_TRUE(l.runner);
+  auto golden = weights::SafetensorsFile::open(fixtures + "llama_retrofit_golden.safetensors");
+  ASSERT_TRUE(golden.ok()) << golden.status().to_string();
+  const weights::TensorInfo* ids_info = golden->find("ids");
+  const weights::TensorInfo* logits_info = golden->find("logits");
+  ASSERT_TRUE(ids_info != nullptr && logits_info != nullptr);
+  std::vector<int32_t> ids(size_t(ids_info->numel()));
+  std::memcpy(ids.data(), ids_info->bytes.data(), ids_info->bytes.size());
+  std::vector<float> expected(size_t(logits_info->numel()));
+  std::memcpy(expected.data(), logits_info->bytes.data(), logits_info->bytes.size());
+  const std::vector<float> got = logits_of(l, ids, int32_t(ids.size()));
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_LE(relative_max_error(got.data(), expected.data(), got.size()), kTolerance);
 }
 
 TEST(RetrofitTest, InspectShowsKvBytesWithAndWithout) {

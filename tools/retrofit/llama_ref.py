@@ -32,14 +32,31 @@ class Config:
         self.vocab = c["vocab_size"]
         self.tied = c.get("tie_word_embeddings", False)
         rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
-        kind = rope.get("rope_type", rope.get("type", "default"))
-        if kind != "default":
-            raise SystemExit(f"{folder}: rope_type {kind} is not handled by tools/retrofit (default RoPE only)")
+        self.rope = rope
+        self.rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if self.rope_type not in ("default", "llama3"):
+            raise SystemExit(f"{folder}: rope_type {self.rope_type} is not handled by tools/retrofit (default, llama3)")
         self.theta = rope.get("rope_theta", c.get("rope_theta", 10000.0))
         factor = rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0))
         self.rotary_dim = int(self.head_dim * factor)
         if c.get("attention_bias") or c.get("model_type") == "qwen3":
             raise SystemExit(f"{folder}: q/k/v biases or per-head q/k norms do not fit MLA-lite")
+
+
+def inverse_frequencies(cfg):
+    """As transformers computes them (default, and Llama 3's frequency-dependent scaling)."""
+    inv = 1.0 / (cfg.theta ** (torch.arange(0, cfg.rotary_dim, 2, dtype=torch.float32) / cfg.rotary_dim))
+    if cfg.rope_type != "llama3":
+        return inv
+    r = cfg.rope
+    factor, low, high = r["factor"], r["low_freq_factor"], r["high_freq_factor"]
+    old = r["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old / low, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return torch.where(medium, smoothed, scaled)
 
 
 def rope_split(cfg, freqs):
@@ -147,8 +164,7 @@ class Model(nn.Module):
         raw = st_io.read_folder(folder)
         self.w = {k: v.to(device=device, dtype=dtype) for k, v in raw.items()}
         self.device, self.dtype = device, dtype
-        inv = 1.0 / (cfg.theta ** (torch.arange(0, cfg.rotary_dim, 2, dtype=torch.float32) / cfg.rotary_dim))
-        self.inv_freq = inv.to(device)
+        self.inv_freq = inverse_frequencies(cfg).to(device)
 
     def cos_sin(self, t):
         ang = torch.arange(t, device=self.device, dtype=torch.float32)[:, None] * self.inv_freq[None, :]
