@@ -37,6 +37,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
                  "Folder of tokenizer.json and tokenizer_config.json when not the model's (e.g. a config.json alone)");
   cmd.add_flag("--random-weights", c.random_weights, "Draw the weights from a seed: config.json alone (benchmarks)");
   cmd.add_option("--device", c.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd.add_option("--tensor-parallel,--tp", c.tensor_parallel,
+                 "Ranks the model is split over on this host (cpu: threads; cuda: one GPU each, over NCCL)")
+      ->check(CLI::Range(1, 64))->capture_default_str();
   cmd.add_option("--block-size", c.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)")
       ->check(at_least(0))->capture_default_str();

@@ -1,17 +1,18 @@
-// drift_bench_decode: Llama- and GPT-OSS-shaped random-weight models on the CUDA backend, driven through ModelRunner
-// the way the engine drives them (ModelRunner::step_and_sample: inputs packed into one upload, decode
-// steps replayed from CUDA graphs, greedy sampling on the GPU, token ids back to the host): batch-1
-// decode (prompt 512, 128 generated), batched decode at 16 and 64 sequences, prefill of 512 and 4096
-// tokens. Each figure is printed next to its physical limit on this GPU: bytes a step must move over
-// the measured copy bandwidth (decode), FLOPs over the measured bf16 matrix rate (prefill), whichever is
-// larger, and next to llama.cpp's figure on an H100 where one exists. Times are host wall-clock over
-// whole runner steps (each ends with the sampled tokens on the host). "eager" rows run the same steps
-// with graphs off; "forward only" rows run Model::forward on the runner's KV cache with the logits left
-// on the device and no sampling: directly, and replayed from a CUDA graph captured once per batch size.
+// drift_bench_decode: Llama-, GPT-OSS-, DeepSeek- and Youtu-shaped random-weight models on the CUDA backend,
+// driven through ModelRunner the way the engine drives them (ModelRunner::step_and_sample: inputs packed
+// into one upload, decode steps replayed from CUDA graphs, greedy sampling on the GPU, token ids back to
+// the host): batch-1 decode (prompt 512, 128 generated), batched decode at 16 and 64 sequences, prefill of
+// 512 and 4096 tokens. Each figure is printed next to its physical limit on this GPU: bytes a step must
+// move over the measured copy bandwidth (decode), FLOPs over the measured bf16 matrix rate (prefill),
+// whichever is larger (step_costs.h), and next to llama.cpp's figure on an H100 where one exists. Times are
+// host wall-clock over whole runner steps (each ends with the sampled tokens on the host). "eager" rows run
+// the same steps with graphs off; "forward only" rows run Model::forward on the runner's KV cache with the
+// logits left on the device and no sampling: directly, and replayed from a CUDA graph captured once per
+// batch size.
 //
-// Weights are random. By default the bench writes them as bf16 safetensors shards (16 threads) into a
-// RAM-backed folder and loads them through the ordinary loader, because WeightLoader::random draws every
-// value on one thread (30 s for 1B, minutes for 8B); --loader random takes that path instead.
+// Weights are random. By default the Llama shapes are written as bf16 safetensors shards (16 threads) into
+// a RAM-backed folder and loaded through the ordinary loader; GPT-OSS, the MLA shapes and --loader random
+// draw them with WeightLoader::random from a written config.json.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -30,7 +31,10 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "ceilings.h"
 #include "eagle_costs.h"
+#include "rank_group.h"
+#include "step_costs.h"
 #include "backend/cuda/runtime/check.h"
 #include "backend/cuda/runtime/pdl.h"
 #include "model/registry.h"
@@ -42,7 +46,8 @@ namespace drift::bench {
 namespace {
 
 // A Llama shape, or GPT-OSS's when it has experts (MXFP4 experts of width ffn, every other layer a
-// 128-token sliding window, sinks, YaRN).
+// 128-token sliding window, sinks, YaRN), or a whole config.json (the MLA families) whose numbers the
+// fields then repeat for the per-op table.
 struct Shape {
   std::string name;
   int64_t hidden, layers, heads, kv_heads, ffn, vocab;
@@ -50,6 +55,7 @@ struct Shape {
   double rope_factor;
   int64_t head_dim = 0;  // 0: hidden / heads
   int64_t experts = 0, top_k = 0;
+  const char* config_json = nullptr;
 
   int64_t hd() const { return head_dim > 0 ? head_dim : hidden / heads; }
   bool moe() const { return experts > 0; }
@@ -60,6 +66,35 @@ const Shape kShapes[] = {
     {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, false, 8.0},
     {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, false, 32.0, 64, 32, 4},
     {"gpt-oss-120b", 2880, 36, 64, 8, 2880, 201088, false, 32.0, 64, 128, 4},
+    // ../shared/anchor/make_models.py's dsv2lite: all 27 layers, the first dense, 64 routed experts top-6
+    // and 2 shared; no q LoRA. llama.cpp's figures below are of that checkpoint in Q8_0.
+    {"deepseek-v2-lite", 2048, 27, 16, 16, 10944, 102400, false, 1.0, 0, 64, 6,
+     R"({"architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "vocab_size": 102400,
+"hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408, "num_hidden_layers": 27,
+"num_attention_heads": 16, "num_key_value_heads": 16, "n_shared_experts": 2, "n_routed_experts": 64,
+"num_experts_per_tok": 6, "first_k_dense_replace": 1, "moe_layer_freq": 1, "kv_lora_rank": 512, "q_lora_rank": null,
+"qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "topk_method": "greedy", "scoring_func": "softmax",
+"norm_topk_prob": false, "routed_scaling_factor": 1.0, "max_position_embeddings": 32768, "rope_theta": 10000.0,
+"tie_word_embeddings": false, "rms_norm_eps": 1e-06, "hidden_act": "silu", "dtype": "bfloat16", "eos_token_id": 1})"},
+    // Youtu-LLM-2B: dense MLA (shared/research/ecosystem.md; rope_theta as the TransMLA derivative's).
+    {"youtu-llm-2b", 2048, 32, 16, 16, 6144, 128256, true, 1.0, 0, 0, 0,
+     R"({"architectures": ["YoutuForCausalLM"], "model_type": "youtu", "vocab_size": 128256, "hidden_size": 2048,
+"intermediate_size": 6144, "num_hidden_layers": 32, "num_attention_heads": 16, "num_key_value_heads": 16,
+"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+"qk_head_dim": 192, "rope_interleave": true, "tie_word_embeddings": true, "max_position_embeddings": 131072,
+"rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}, "rms_norm_eps": 1e-06, "hidden_act": "silu",
+"dtype": "bfloat16", "bos_token_id": 128000, "eos_token_id": 128001})"},
+    // DeepSeek-V3's layers, four of 61: three dense, then one of 256 routed experts (top-8 in 4 of 8 groups,
+    // sigmoid scores with a correction bias) and one shared; 128 heads over a q LoRA of 1536.
+    {"deepseek-v3-4l", 7168, 4, 128, 128, 18432, 129280, false, 1.0, 0, 256, 8,
+     R"({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "vocab_size": 129280,
+"hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048, "num_hidden_layers": 4,
+"num_attention_heads": 128, "num_key_value_heads": 128, "n_shared_experts": 1, "n_routed_experts": 256,
+"num_experts_per_tok": 8, "n_group": 8, "topk_group": 4, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+"topk_method": "noaux_tc", "scoring_func": "sigmoid", "norm_topk_prob": true, "routed_scaling_factor": 2.5,
+"max_position_embeddings": 163840, "rope_theta": 10000.0, "tie_word_embeddings": false, "rms_norm_eps": 1e-06,
+"hidden_act": "silu", "dtype": "bfloat16", "eos_token_id": 1})"},
 };
 
 // llama.cpp on this workplace's H100 (shared/research/engines.md, issue 6; GPT-OSS-20B: issue 12, measured
@@ -68,6 +103,9 @@ const std::map<std::string, double> kPeers = {
     {"llama-3.2-1b/decode b=1", 697.0},   {"llama-3.1-8b/decode b=1", 166.6}, {"llama-3.1-8b/prefill 512", 22400.0},
     {"gpt-oss-20b/decode b=1", 312.0},    {"gpt-oss-20b/decode b=16", 887.0}, {"gpt-oss-20b/decode b=64", 2200.0},
     {"gpt-oss-20b/prefill 512", 11100.0}, {"gpt-oss-20b/prefill 4096", 11800.0},
+    {"deepseek-v2-lite/decode b=1", 272.0}, {"deepseek-v2-lite/decode b=16", 1030.0},
+    {"deepseek-v2-lite/decode b=64", 2580.0}, {"deepseek-v2-lite/prefill 512", 11900.0},
+    {"deepseek-v2-lite/prefill 4096", 10800.0},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -101,6 +139,10 @@ std::string write_gpt_oss_config(const Shape& s, const std::string& dir) {
 std::string write_config(const Shape& s) {
   const std::string dir = bench_dir(s);
   std::filesystem::create_directories(dir);
+  if (s.config_json != nullptr) {
+    std::ofstream(dir + "/config.json") << s.config_json;
+    return dir;
+  }
   if (s.moe()) return write_gpt_oss_config(s, dir);
   std::ofstream(dir + "/config.json") << fmt::format(
       R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": {}, "intermediate_size": {},
@@ -166,68 +208,6 @@ void write_random_checkpoint(const Shape& s, const std::string& dir) {
            tensor(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}), tensor(p + "mlp.up_proj.weight", {s.ffn, s.hidden}),
            tensor(p + "mlp.down_proj.weight", {s.hidden, s.ffn})});
   }
-}
-
-// Ceilings measured on this device: a large device-to-device copy (bytes read + written) and a
-// 8192^3 bf16 product through the backend's own linear op (cuBLASLt), on random data.
-struct Ceilings {
-  double bandwidth = 0;  // bytes/s
-  double bf16_rate = 0;  // FLOP/s
-};
-
-template <class F>
-double time_on_stream(cudaStream_t stream, int warmup, int reps, F&& body) {
-  for (int i = 0; i < warmup; ++i) body();
-  cudaEvent_t start, stop;
-  DRIFT_CUDA_CHECK(cudaEventCreate(&start));
-  DRIFT_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    DRIFT_CUDA_CHECK(cudaEventRecord(start, stream));
-    body();
-    DRIFT_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DRIFT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    DRIFT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e-3;
-}
-
-std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
-  std::vector<uint16_t> v(n);
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& e : v) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    e = f32_to_bf16((float(x >> 40) / float(1ull << 24) - 0.5f) * 0.1f);
-  }
-  return v;
-}
-
-Ceilings measure_ceilings(backend::CudaOps& ops) {
-  Ceilings c;
-  {
-    const size_t bytes = size_t(2) << 30;
-    auto a = ops.alloc(DType::kU8, {int64_t(bytes)}), b = ops.alloc(DType::kU8, {int64_t(bytes)});
-    DRIFT_CUDA_CHECK(cudaMemsetAsync(a.view.data, 1, bytes, ops.stream()));
-    const double t = time_on_stream(ops.stream(), 2, 10, [&] {
-      DRIFT_CUDA_CHECK(cudaMemcpyAsync(b.view.data, a.view.data, bytes, cudaMemcpyDeviceToDevice, ops.stream()));
-    });
-    c.bandwidth = 2.0 * double(bytes) / t;
-  }
-  {
-    const int64_t n = 8192;
-    auto x = ops.alloc(DType::kBF16, {n, n}), w = ops.alloc(DType::kBF16, {n, n}), out = ops.alloc(DType::kBF16, {n, n});
-    ops.copy_from_host(x.view, random_bf16(size_t(n * n), 1).data());
-    ops.copy_from_host(w.view, random_bf16(size_t(n * n), 2).data());
-    const double t = time_on_stream(ops.stream(), 3, 10, [&] { ops.linear(x.view, w.view, Tensor(), out.view); });
-    c.bf16_rate = 2.0 * double(n) * n * n / t;
-  }
-  ops.synchronize();
-  return c;
 }
 
 struct Row {
@@ -338,18 +318,26 @@ void roofline(const Shape& s, backend::CudaOps& ops, std::vector<RoofRow>& out) 
 
 class ModelBench {
  public:
+  // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none.
   ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
-             int max_prefill, bool fast_loader)
+             int max_prefill, bool fast_loader, model::RankBackends ranks = {})
       : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
     model::LoadOptions lo;
-    fast_loader = fast_loader && !s.moe();  // MXFP4 experts: WeightLoader::random draws their codes and scales
+    // MXFP4 experts: WeightLoader::random draws their codes and scales; the MLA families' tensors are not
+    // written by write_random_checkpoint.
+    fast_loader = fast_loader && !s.moe() && s.config_json == nullptr;
     lo.random_weights = !fast_loader;
     lo.seed = 7;
     if (fast_loader) write_random_checkpoint(s, dir);
     const double t_write = seconds_since(t0);
-    auto m = model::load_model(dir, ops, lo);
+    auto config = weights::load_model_config(dir);
+    DRIFT_CHECK(config.ok(), "{}", config.status().to_string());
+    costs_ = step_costs(*config);
+    graphs_allowed_ = ranks.others.empty();  // a graph would capture rank 0's stream alone
+    auto m = ranks.others.empty() ? model::load_model(dir, ops, lo)
+                                  : model::load_tensor_parallel(dir, std::move(ranks), lo);
     DRIFT_CHECK(m.ok(), "{}", m.status().to_string());
     model_ = std::move(m).value();
     ops.synchronize();
@@ -361,6 +349,7 @@ class ModelBench {
     runner::RunnerConfig rc;
     rc.max_num_tokens = std::max(max_prefill, 1024);
     rc.max_num_seqs = max_batch;
+    rc.cuda_graphs = graphs_allowed_;
     rc.block_size = kBlockSize;
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch;
@@ -380,27 +369,6 @@ class ModelBench {
       for (int i = 0; i < std::max(prompt + gen, max_prefill); ++i) seq.push_back(token(rng));
   }
 
-  // Bytes a step over `tokens` tokens reads: all linear weights (lm_head included, embedding rows aside)
-  // and norms; of the experts, those the tokens are expected to reach (top_k of E at random: E (1 - (1 -
-  // k/E)^tokens)), 17/32 byte per MXFP4 value (half a byte and a scale per 32).
-  double weight_bytes(int64_t tokens) const {
-    const int64_t head_dim = s_.hd();
-    const double attention = double(s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim + s_.heads * head_dim * s_.hidden);
-    double ffn = 3.0 * double(s_.hidden * s_.ffn) * 2.0;
-    if (s_.moe()) {
-      const double reached = double(s_.experts) * (1.0 - std::pow(1.0 - double(s_.top_k) / double(s_.experts), double(tokens)));
-      ffn = reached * 3.0 * double(s_.hidden * s_.ffn) * 17.0 / 32.0 + 2.0 * double(s_.experts * s_.hidden);
-    }
-    return double(s_.layers) * (2.0 * attention + ffn + 4.0 * double(s_.hidden)) + 2.0 * double(s_.vocab * s_.hidden + s_.hidden);
-  }
-  // Multiply-adds per token through the linear layers (lm_head excluded: one row per sequence).
-  double linear_macs_per_token() const {
-    const int64_t head_dim = s_.hd();
-    const int64_t ffn = s_.moe() ? s_.top_k * 3 * s_.hidden * s_.ffn + s_.experts * s_.hidden : 3 * s_.hidden * s_.ffn;
-    return double(s_.layers) * double(s_.hidden * (s_.heads + 2 * s_.kv_heads) * head_dim +
-                                      s_.heads * head_dim * s_.hidden + ffn);
-  }
-
   Row prefill(int n) {
     const std::vector<std::vector<int32_t>> table = group_tables(prefill_first_block_, (n + kBlockSize - 1) / kBlockSize);
     runner::SeqStep step{std::span<const int32_t>(tokens_[0].data(), size_t(n)), 0, n, table, true, false};
@@ -414,12 +382,12 @@ class ModelBench {
     }
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
-    const int64_t head_dim = s_.hd();
-    const double flops = 2.0 * linear_macs_per_token() * n + 2.0 * double(s_.vocab * s_.hidden) +
-                         4.0 * double(s_.layers * s_.heads * head_dim) * double(n) * double(n + 1) / 2.0;
-    const double floor_t = std::max(flops / ceil_.bf16_rate, weight_bytes(n) / ceil_.bandwidth);
+    const double flops = 2.0 * costs_.macs_per_token * n + 2.0 * costs_.lm_head_macs +
+                         costs_.attention_flops_per_key * double(n) * double(n + 1) / 2.0;
+    const double bytes = costs_.weight_bytes(n);
+    const double floor_t = std::max(flops / ceil_.bf16_rate, bytes / ceil_.bandwidth);
     return {s_.name, fmt::format("prefill {}", n), n / t, t * 1e3, n / floor_t,
-            flops / ceil_.bf16_rate >= weight_bytes(n) / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
+            flops / ceil_.bf16_rate >= bytes / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
   }
 
   // Decode steps as the engine runs them: `graphs` replays them from CUDA graphs, otherwise every step
@@ -450,7 +418,7 @@ class ModelBench {
     std::printf("  %s: %lld of %d steps replayed from a graph (%lld graphs so far)\n", label.c_str(),
                 static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + 3,
                 static_cast<long long>(runner_->num_graphs()));
-    runner_->set_cuda_graphs(true);
+    runner_->set_cuda_graphs(graphs_allowed_);
     return r;
   }
 
@@ -571,10 +539,9 @@ class ModelBench {
   Row decode_limits(int batch, double step_t) const {
     const double avg_context = prompt_ + (gen_ + 1) / 2.0;
     const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(DType::kBF16));
-    const int64_t head_dim = s_.hd();
-    const double flops = 2.0 * batch * (linear_macs_per_token() + double(s_.vocab * s_.hidden)) +
-                         4.0 * batch * avg_context * double(s_.layers * s_.heads * head_dim);
-    const double bytes_t = (weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
+    const double flops = 2.0 * batch * (costs_.macs_per_token + costs_.lm_head_macs) +
+                         batch * avg_context * costs_.attention_flops_per_key;
+    const double bytes_t = (costs_.weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
     return {s_.name, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
             bytes_t >= flops_t ? "bytes" : "bf16 FLOPs"};
   }
@@ -598,7 +565,9 @@ class ModelBench {
   Ceilings ceil_;
   int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
   size_t num_kv_groups_ = 1;
+  StepCosts costs_;
   std::unique_ptr<model::Model> model_;
+  bool graphs_allowed_ = true;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::vector<std::vector<int32_t>> tokens_;
   SamplingParams greedy_;
@@ -617,15 +586,28 @@ void print_eagle(const std::string& model, const std::vector<EagleCostRow>& rows
       std::printf("| %s | %.2fx |\n", r.what.c_str(), tau * decode / (r.ms + round));
 }
 
+// The all-reduces a decode step of `s` makes under tensor parallelism (one after attention and one after
+// the MLP per layer) at each batch size, timed alone on the group.
+void print_all_reduce(const Shape& s, const model::RankBackends& ranks, const std::vector<int>& batches) {
+  std::printf("\nall-reduce on %d GPUs, %s (bf16 [batch, %lld], 2 per layer x %lld layers)\n"
+              "| batch | one all-reduce us | per decode step ms |\n|---:|---:|---:|\n",
+              ranks.world_size(), s.name.c_str(), static_cast<long long>(s.hidden), static_cast<long long>(s.layers));
+  for (int batch : batches) {
+    const double us = all_reduce_us(ranks, batch, s.hidden);
+    std::printf("| %d | %.1f | %.3f |\n", batch, us, us * 2.0 * double(s.layers) * 1e-3);
+  }
+  std::fflush(stdout);
+}
+
 int run(int argc, char** argv) {
-  CLI::App app{"Decode and prefill speed of Llama- and GPT-OSS-shaped random-weight models on the CUDA backend"};
+  CLI::App app{"Decode and prefill speed of random-weight models of real shapes on the CUDA backend"};
   std::vector<std::string> models{"llama-3.1-8b", "llama-3.2-1b"};
   std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
   int prompt = 512, gen = 128;
   bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false;
   std::string markdown, loader = "fast";
   bool roofline_only = false;
-  app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b"}));
+  app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v2-lite", "youtu-llm-2b", "deepseek-v3-4l"}));
   app.add_option("--batch", batches, "decode batch sizes");
   app.add_option("--prefill", prefills, "prefill lengths");
   app.add_option("--prompt", prompt, "prompt tokens before decoding");
@@ -646,7 +628,17 @@ int run(int argc, char** argv) {
   app.add_option("--eagle-tau", eagle_tau, "tokens per verify step (measured) for the projected speedup");
   app.add_option("--eagle-depth", eagle_depth, "drafting round depth");
   app.add_option("--eagle-topk", eagle_top_k, "drafting round top-k");
+  int tensor_parallel = 1;
+  app.add_option("--tensor-parallel", tensor_parallel,
+                 "split each model over GPUs 0..N-1 (NCCL); decode rows run eager, and the all-reduce time per step is printed")
+      ->check(CLI::Range(1, 8));
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
+  if (tensor_parallel > 1) {
+    // A captured step would hold rank 0's stream alone: graphs on every rank are later work (issue 18).
+    forward_only = gemv_compare = ablate = false;
+    eagle_trees.clear();
+  }
 
   if (backend::cuda_device_count() == 0) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
@@ -661,9 +653,10 @@ int run(int argc, char** argv) {
 
   std::vector<RoofRow> roof_rows;
   if (roof || roofline_only)
-    for (const std::string& name : models)
-      roofline(*std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; }),
-               ops, roof_rows);
+    for (const std::string& name : models) {
+      const Shape& s = *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
+      if (s.config_json == nullptr) roofline(s, ops, roof_rows);  // the per-op table knows GQA linears only
+    }
   if (roofline_only) models.clear();
 
   std::vector<Row> rows;
@@ -693,16 +686,27 @@ int run(int argc, char** argv) {
   const int max_prefill = *std::max_element(prefills.begin(), prefills.end());
   for (const std::string& name : models) {
     const Shape& s = *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
-    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast");
+    model::RankBackends ranks;
+    if (tensor_parallel > 1) {
+      auto made = make_cuda_ranks(ops, tensor_parallel);
+      if (!made.ok()) {
+        std::fprintf(stderr, "drift_bench_decode: %s\n", made.status().to_string().c_str());
+        return 1;
+      }
+      ranks = std::move(made).value();
+      print_all_reduce(s, ranks, batches);
+    }
+    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast", std::move(ranks));
     for (int n : prefills) {
       rows.push_back(b.prefill(n));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
     }
     for (int batch : batches) {
-      rows.push_back(b.decode(batch, true, fmt::format("decode b={}", batch)));
+      const std::string tp = tensor_parallel > 1 ? fmt::format(" tp{} eager", tensor_parallel) : "";
+      rows.push_back(b.decode(batch, tensor_parallel == 1, fmt::format("decode b={}{}", batch, tp)));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
     }
-    if (eager)
+    if (eager && tensor_parallel == 1)
       for (int batch : batches) {
         rows.push_back(b.decode(batch, false, fmt::format("decode b={} eager", batch)));
         std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);

@@ -62,6 +62,9 @@ struct EngineConfig {
   // "": the model as it is.
   std::string retrofit_file;
   std::string device = "cpu";      // "cpu" or "cuda"
+  // Tensor-parallel ranks on this host (cpu: threads; cuda: one GPU each, over NCCL): every rank holds
+  // 1/N of the heads, widths and vocabulary. 1: one rank.
+  int32_t tensor_parallel = 1;
   int32_t block_size = 16;
   int64_t kv_cache_bytes = 0;      // 0: derive from kv_cache_memory_fraction
   // KV cache element type: "auto" (the backend's compute dtype: f32 on cpu, bf16 on cuda), "bf16",

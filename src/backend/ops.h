@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "backend/comm/communicator.h"
 #include "base/tensor.h"
 #include "drift/status.h"
 
@@ -230,23 +232,39 @@ class Ops {
     return 0;
   }
 
-  // Tensor parallelism: this process's place among the ranks that split a model (one process per GPU).
-  // A backend of one rank is its own group, and the collectives below are then the identity.
-  virtual int32_t rank() const { return 0; }
-  virtual int32_t world_size() const { return 1; }
+  // Tensor parallelism: this backend's place among the ranks that split a model (one thread per GPU of a
+  // host; backend/comm/README.md). Without a communicator a backend is a group of one and the collectives
+  // below are the identity. The communicator runs them on this backend's stream (contract 11).
+  void set_communicator(std::unique_ptr<Communicator> comm) { comm_ = std::move(comm); }
+  // Makes the calling thread's work go to this backend's device (a rank's thread calls it first).
+  virtual void bind_thread() {}
+  Communicator* communicator() const { return comm_.get(); }
+  int32_t rank() const { return comm_ ? comm_->rank() : 0; }
+  int32_t world_size() const { return comm_ ? comm_->world_size() : 1; }
   // x = the elementwise sum of x over every rank, in place (after a row-split linear).
-  virtual void all_reduce(const Tensor& x) {
-    DRIFT_CHECK(world_size() == 1, "backend {} has {} ranks but no all_reduce", name(), world_size());
-    (void)x;
+  void all_reduce(const Tensor& x) {
+    if (comm_) comm_->all_reduce_sum(x);
   }
-  // out = every rank's x stacked along dimension 0, rank order: x [N, ...], out [world_size * N, ...].
-  virtual void all_gather(const Tensor& x, const Tensor& out) {
-    DRIFT_CHECK(world_size() == 1, "backend {} has {} ranks but no all_gather", name(), world_size());
-    copy(x, out);
+  // out = every rank's x side by side along the last dimension, rank order: x [N, C], out [N, world * C]
+  // (the logits columns of an LM head split by vocabulary).
+  void all_gather(const Tensor& x, const Tensor& out) {
+    if (comm_) {
+      comm_->all_gather_columns(x, out);
+    } else {
+      copy(x, out);
+    }
+  }
+  // x = rank root's x on every rank (a step's inputs, made on rank 0).
+  void broadcast(const Tensor& x, int32_t root) {
+    if (comm_) comm_->broadcast(x, root);
   }
 
   // out[t] = table[ids[t]]. ids: [T] int32, table: [V, H], out: [T, H].
   virtual void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) = 0;
+  // A rank's part of an embedding split by vocabulary: out[t] = table[ids[t] - first_id] for an id inside
+  // [first_id, first_id + V), else a zero row; the all-reduce of every rank's part is the whole lookup.
+  // ids: [T] int32, table: [V, H] (the rank's rows), out: [T, H].
+  virtual void embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) = 0;
   // out = x / rms(x) * w over the last dimension. x, out: [N, H]; w: [H].
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // residual += x; out = rms_norm(residual). The pre-norm transformer's residual stream in one pass.
@@ -305,9 +323,15 @@ class Ops {
   virtual void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) = 0;
   virtual void moe_route(const MoeRouteParams& p) = 0;
   virtual void moe_experts(const MoeExpertsParams& p) = 0;
+
+ private:
+  std::unique_ptr<Communicator> comm_;  // null: a group of one
 };
 
 // The CPU reference backend (always built).
 std::unique_ptr<Ops> make_cpu_ops();
+// CPU backends of `world` tensor-parallel ranks, [rank], each with a communicator of one thread group
+// (backend/comm/thread_group.h): the ranks are threads of this process.
+std::vector<std::unique_ptr<Ops>> make_cpu_ranks(int32_t world);
 
 }  // namespace drift::backend

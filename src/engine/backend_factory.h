@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "drift/status.h"
@@ -21,5 +22,15 @@ struct Backend {
 
 // "cpu", or "cuda" when this build has it.
 Expected<Backend> make_backend(const std::string& device);
+
+// The backends of `world` tensor-parallel ranks of this host, each with a communicator of one group:
+// rank 0 (with its sampler) and ranks 1..world-1; one rank is make_backend() alone. cpu: ranks are threads sharing host memory
+// (backend/comm/thread_group.h); cuda: rank r on GPU r, over NCCL (refused when this build has no NCCL
+// or there are fewer GPUs than ranks).
+struct RankGroup {
+  Backend first;
+  std::vector<std::unique_ptr<backend::Ops>> others;
+};
+Expected<RankGroup> make_rank_backends(const std::string& device, int32_t world);
 
 }  // namespace drift::engine

@@ -10,6 +10,7 @@
 #include "base/trace.h"
 #include "engine/backend_factory.h"
 #include "model/registry.h"
+#include "model/tensor_parallel_model.h"
 #include "weights/retrofit_config.h"
 #include "spec/ngram_proposer.h"
 
@@ -72,6 +73,9 @@ Status check_specpv(const EngineConfig& config) {
   // device bounds and scoring are later work (issue 15).
   if (config.device != "cpu")
     return unsupported(fmt::format("SpecPV runs on the cpu backend only for now, not on '{}'", config.device));
+  if (config.tensor_parallel > 1)
+    return unsupported(fmt::format("SpecPV scores one rank's queries; it does not run with tensor_parallel {}",
+                                   config.tensor_parallel));
   if (pv.score != "quest" && pv.score != "specpv")
     return invalid_argument(fmt::format("specpv score must be quest or specpv, got '{}'", pv.score));
   if (pv.refresh < 1 || pv.sink < 0 || pv.retrieval < 0 || pv.window < 0 || pv.buffer < 0)
@@ -81,9 +85,13 @@ Status check_specpv(const EngineConfig& config) {
   return Status::Ok();
 }
 
-// DSA-lite's indexer picks keys for chains of new tokens over the whole block table: EAGLE-3's draft trees
-// and SpecPV's partial views would be ignored, so they are refused here rather than run wrong.
+// Retrofit layers are not split over ranks yet, and DSA-lite's indexer picks keys for chains of new tokens
+// over the whole block table: EAGLE-3's draft trees and SpecPV's partial views would be ignored, so they
+// are refused here rather than run wrong.
 Status check_retrofit_modes(const EngineConfig& config) {
+  if (!config.retrofit_file.empty() && config.tensor_parallel > 1)
+    return unsupported(fmt::format("retrofit {} does not run with tensor_parallel {} yet", config.retrofit_file,
+                                   config.tensor_parallel));
   if (config.retrofit_file.empty() || (config.speculative.method != "eagle3" && config.specpv.min_context == 0))
     return Status::Ok();
   DRIFT_ASSIGN_OR_RETURN(const weights::RetrofitConfig retrofit, weights::read_retrofit_config(config.retrofit_file));
@@ -132,9 +140,9 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
 }
 
 Status EngineImpl::load(const EngineConfig& config) {
-  DRIFT_ASSIGN_OR_RETURN(Backend backend, make_backend(config.device));
-  ops_ = std::move(backend.ops);
-  make_sampler_ = std::move(backend.make_sampler);
+  DRIFT_ASSIGN_OR_RETURN(RankGroup ranks, make_rank_backends(config.device, std::max(config.tensor_parallel, 1)));
+  ops_ = std::move(ranks.first.ops);
+  make_sampler_ = std::move(ranks.first.make_sampler);
   DRIFT_ASSIGN_OR_RETURN(kv_dtype_, parse_kv_cache_dtype(config.kv_cache_dtype, ops_->compute_dtype()));
   model::LoadOptions load;
   load.random_weights = config.random_weights;
@@ -143,7 +151,11 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.extra_weight_files = config.extra_weight_files;
   load.retrofit_file = config.retrofit_file;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
-  DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
+  if (ranks.others.empty()) {
+    DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(model_, model::load_tensor_parallel(config.model_dir, {ops_.get(), std::move(ranks.others)}, load));
+  }
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
   if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
 
@@ -244,7 +256,8 @@ Status EngineImpl::build_loop_parts() {
   rc.max_num_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
   rc.max_model_len = max_model_len_;
   rc.kv_dtype = kv_dtype_;
-  rc.cuda_graphs = !config.enforce_eager;
+  // A graph captures rank 0's stream alone; graphs on every rank are later work (issue 18).
+  rc.cuda_graphs = !config.enforce_eager && config.tensor_parallel <= 1;
   // A verify step samples 1 + drafts rows per sequence: the sampler takes up to a step's tokens.
   runner_ = std::make_unique<runner::ModelRunner>(*model_, *ops_, rc, make_sampler_(rc.max_num_tokens, model_->vocab_size()));
 

@@ -13,6 +13,7 @@
 #include "model/layers/mla_attention.h"
 #include "model/layers/mla_lite_attention.h"
 #include "model/layers/rope.h"
+#include "model/tensor_split.h"
 
 namespace drift::model {
 
@@ -40,6 +41,7 @@ class DecoderModel final : public Model {
   Status load(WeightLoader& loader) {
     const auto& c = config_;
     ops_ = &loader.ops();
+    split_ = {.rank = ops_->rank(), .world = ops_->world_size()};
     DRIFT_ASSIGN_OR_RETURN(RopeFrequencies freqs, rope_frequencies(c.rope, c.rope.rotary_dim, c.max_position_embeddings));
     const int64_t positions = c.rope_positions > 0 ? c.rope_positions : c.max_position_embeddings;
     const std::vector<float> table = rope_cos_sin_table(freqs, positions);
@@ -48,8 +50,12 @@ class DecoderModel final : public Model {
     const backend::RopeParams rope{rope_table_.view, int32_t(c.rope.rotary_dim), c.rope.interleaved};
     gqa_ = {.hidden = c.hidden_size, .num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
             .qkv_bias = c.attention_bias, .o_bias = c.attention_out_bias, .qk_norm = c.qk_norm,
-            .sinks = c.attention_sinks, .norm_eps = c.rms_norm_eps, .sliding_window = 0, .kv_group = 0, .rope = rope};
-    if (c.mla) mla_ = mla_spec(c, rope);
+            .sinks = c.attention_sinks, .norm_eps = c.rms_norm_eps, .sliding_window = 0, .kv_group = 0, .rope = rope,
+            .split = split_};
+    if (c.mla) {
+      mla_ = mla_spec(c, rope);
+      mla_.split = split_;
+    }
     if (c.retrofit && c.retrofit->mla_lite) {
       mla_lite_ = mla_lite_spec(c);
       mla_lite_.rope = mla_lite_rope(freqs, positions);
@@ -68,7 +74,13 @@ class DecoderModel final : public Model {
     return Status::Ok();
   }
 
-  std::vector<core::KvSpec> kv_specs(DType kv_dtype) const override { return plan_.kv_specs(kv_dtype); }
+  // A rank's blocks hold its kv heads (MLA: the whole latent, replicated).
+  std::vector<core::KvSpec> kv_specs(DType kv_dtype) const override {
+    std::vector<core::KvSpec> specs = plan_.kv_specs(kv_dtype);
+    for (core::KvSpec& s : specs)
+      if (s.kind == core::KvKind::kGqa) s.kv_heads = int32_t(gqa_.local_kv_heads());
+    return specs;
+  }
 
   void allocate_kv_cache(std::span<const int32_t> num_blocks, int32_t block_size, DType kv_dtype) override {
     DRIFT_CHECK_EQ(num_blocks.size(), plan_.kv_groups.size());
@@ -80,7 +92,7 @@ class DecoderModel final : public Model {
       if (layers_[i].mla_lite) layers_[i].mla_lite->allocate_cache(*ops_, blocks, block_size, kv_dtype);
       if (layers_[i].indexer)
         layers_[i].indexer->allocate_cache(*ops_, num_blocks[size_t(plan_.layers[i].index_group)], block_size, kv_dtype);
-      widest = std::max(widest, layers_[i].mla ? mla_.cache_width() : gqa_.num_kv_heads * gqa_.head_dim);
+      widest = std::max(widest, layers_[i].mla ? mla_.cache_width() : gqa_.local_kv_heads() * gqa_.head_dim);
       if (layers_[i].mla_lite) widest = std::max(widest, mla_lite_.cache_width());
       if (layers_[i].indexer) widest = std::max(widest, dsa_.dim);
     }
@@ -114,7 +126,7 @@ class DecoderModel final : public Model {
     if (mla) mla_scratch_ = MlaScratch::allocate(*ops_, max_tokens, mla_);
     if (config_.retrofit && config_.retrofit->mla_lite) mla_lite_scratch_ = MlaLiteScratch::allocate(*ops_, max_tokens, mla_lite_);
     if (config_.retrofit && config_.retrofit->dsa_lite) dsa_scratch_ = DsaScratch::allocate(*ops_, max_tokens, dsa_);
-    if (dense) mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, config_.intermediate_size);
+    if (dense) mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, split_.part(config_.intermediate_size));
     if (moe) moe_scratch_ = MoeScratch::allocate(*ops_, max_tokens, moe_);
   }
 
@@ -199,6 +211,7 @@ class DecoderModel final : public Model {
   LayerPlan plan_;
   const DecoderFamily& family_;
   backend::Ops* ops_ = nullptr;
+  TensorSplit split_;  // this rank's share of heads, widths and vocabulary
   backend::Buffer rope_table_;
   GqaAttentionSpec gqa_;
   MlaSpec mla_;
@@ -223,7 +236,9 @@ class DecoderModel final : public Model {
 Expected<std::unique_ptr<Model>> build_decoder(const weights::ModelConfig& config, WeightLoader& loader,
                                                const DecoderFamily& family) {
   if (family.check != nullptr) DRIFT_RETURN_IF_ERROR(family.check(config));
-  auto model = std::make_unique<DecoderModel>(config, plan_layers(config), family);
+  LayerPlan plan = plan_layers(config);
+  DRIFT_RETURN_IF_ERROR(check_tensor_split(config, plan, loader.ops().world_size()));
+  auto model = std::make_unique<DecoderModel>(config, std::move(plan), family);
   DRIFT_RETURN_IF_ERROR(model->load(loader));
   return std::unique_ptr<Model>(std::move(model));
 }

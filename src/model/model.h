@@ -49,6 +49,9 @@ class Model {
   // Moves KV rows within every layer's cache, one KvRowMoves per KV group (kv_specs() order): the KV of
   // an accepted draft path goes to the path's positions. Queued like a step: call it between steps.
   virtual void move_kv(std::span<const KvRowMoves> groups);
+  // Not ok once the model can run no more steps (a tensor-parallel rank failed: the error names it); the
+  // runner checks it after each forward and returns it, so the step's requests end with that error.
+  virtual Status status() const { return Status::Ok(); }
 
   // Hidden-state taps (EAGLE-3's inputs): forward() keeps, for every new token, the residual stream
   // entering each listed layer (num_layers: leaving the last one, before the final norm). Set before

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -43,7 +44,25 @@ void append_part(const float* whole, const std::vector<int64_t>& shape, const Sh
   }
 }
 
+// The tensor `name`, checked against `shape`; a per-head view [heads, rows, cols] also matches the stored
+// [heads * rows, cols] (MLA reads its heads' rows of q_b_proj and kv_b_proj so).
+Expected<const weights::TensorInfo*> find_tensor(const weights::WeightStore& store, const std::string& name,
+                                                  const std::vector<int64_t>& shape) {
+  if (shape.size() == 3) {
+    Expected<const weights::TensorInfo*> info = store.get(name);
+    if (info.ok() && (*info)->shape == std::vector<int64_t>{shape[0] * shape[1], shape[2]}) return info;
+  }
+  return store.get(name, shape);
+}
+
 }  // namespace
+
+std::vector<float> shard_of(const std::vector<float>& whole, const std::vector<int64_t>& shape, const Shard& shard) {
+  if (shard.whole()) return whole;
+  std::vector<float> part;
+  append_part(whole.data(), shape, shard, part);
+  return part;
+}
 
 Expected<backend::Buffer> alloc_shaped(backend::Ops& ops, DType dtype, const std::vector<int64_t>& shape) {
   switch (shape.size()) {
@@ -86,7 +105,7 @@ void on_every_core(int64_t chunks, const Work& work) {
 // 8B-parameter model draws in seconds (one std::normal_distribution thread took minutes), and the values
 // depend only on (seed, index), never on the thread count.
 void fill_normal(float* dst, int64_t n, uint64_t seed, float mean, float std) {
-  constexpr int64_t kChunk = int64_t(1) << 20;
+  constexpr int64_t kChunk = int64_t(1) << 16;  // small enough that one expert's matrix keeps every core busy
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   auto fill_chunk = [&](int64_t c) {
     uint64_t state = seed ^ (0xd1b54a32d192ed03ull * uint64_t(c + 1));
@@ -144,7 +163,7 @@ Status WeightLoader::read_f32(const std::string& name, const std::vector<int64_t
     fill_normal(dst, numel, seed_ + 0x9e3779b97f4a7c15ull * ++num_random_, name.ends_with("norm.weight") ? 1.0f : 0.0f, std_);
     count(name, shape, 0);
   } else {
-    DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
+    DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, find_tensor(*store_, name, shape));
     if (!is_float(info->dtype) && info->dtype != DType::kBF16)
       return invalid_argument(fmt::format("tensor '{}' in {} has dtype {}, expected a floating-point type", name,
                                           info->file, dtype_name(info->dtype)));
@@ -178,45 +197,70 @@ Expected<backend::Buffer> WeightLoader::load(const std::string& name, const std:
 Expected<backend::Buffer> WeightLoader::load_stacked(const std::vector<std::string>& names,
                                                      const std::vector<std::vector<int64_t>>& shapes,
                                                      const Shard& shard) {
+  return load_stacked(names, shapes, std::vector<Shard>(names.size(), shard));
+}
+
+Expected<backend::Buffer> WeightLoader::load_stacked(const std::vector<std::string>& names,
+                                                     const std::vector<std::vector<int64_t>>& shapes,
+                                                     const std::vector<Shard>& shards) {
   std::vector<float> host;
   int64_t rows = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    DRIFT_RETURN_IF_ERROR(read_f32(names[i], shapes[i], shard, host));
-    rows += shard.dim == 0 ? shapes[i][0] / shard.world : shapes[i][0];
+    DRIFT_RETURN_IF_ERROR(read_f32(names[i], shapes[i], shards[i], host));
+    rows += shards[i].dim == 0 ? shapes[i][0] / shards[i].world : shapes[i][0];
   }
   std::vector<int64_t> shape = shapes[0];
-  if (shard.dim > 0) shape[size_t(shard.dim)] /= shard.world;
+  if (shards[0].dim > 0) shape[size_t(shards[0].dim)] /= shards[0].world;
   shape[0] = rows;
   return upload(host, shape);
 }
 
 Expected<backend::Buffer> WeightLoader::load_stored(const std::string& name, const std::vector<int64_t>& shape,
-                                                    DType dtype) {
-  DRIFT_ASSIGN_OR_RETURN(backend::Buffer buf, alloc_shaped(*ops_, dtype, shape));
+                                                    DType dtype, const Shard& shard) {
+  DRIFT_RETURN_IF_ERROR(check_shard(name, shape, shard));
+  std::vector<int64_t> part_shape = shape;
+  if (!shard.whole()) part_shape[size_t(shard.dim)] /= shard.world;
+  DRIFT_ASSIGN_OR_RETURN(backend::Buffer buf, alloc_shaped(*ops_, dtype, part_shape));
+  std::vector<uint8_t> whole;
+  const uint8_t* bytes = nullptr;
   if (store_ == nullptr) {
     if (dtype != DType::kU8)
       return unsupported(fmt::format("random weights stored as {} ('{}'): only U8 formats", dtype_name(dtype), name));
-    std::vector<uint8_t> bytes(buf.view.nbytes());
+    whole.resize(size_t(product(shape, 0, shape.size())));
     // MXFP4 scales near 2^-7 (as ../anchor's random checkpoints draw them) keep random experts finite.
     const bool scales = name.ends_with("_scales");
-    fill_bytes(bytes.data(), int64_t(bytes.size()), seed_ + 0x9e3779b97f4a7c15ull * ++num_random_, scales ? 118 : 0,
+    fill_bytes(whole.data(), int64_t(whole.size()), seed_ + 0x9e3779b97f4a7c15ull * ++num_random_, scales ? 118 : 0,
                scales ? 4 : 256);
-    ops_->copy_from_host(buf.view, bytes.data());
+    bytes = whole.data();
     count(name, shape, 0);
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
+    if (info->dtype != dtype)
+      return invalid_argument(fmt::format("tensor '{}' in {} has dtype {}, expected {} (kept as stored)", name,
+                                          info->file, dtype_name(info->dtype), dtype_name(dtype)));
+    bytes = reinterpret_cast<const uint8_t*>(info->bytes.data());
+    count(name, shape, info->bytes.size() / size_t(shard.world));
+  }
+  if (shard.whole()) {
+    ops_->copy_from_host(buf.view, bytes);
     return buf;
   }
-  DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
-  if (info->dtype != dtype)
-    return invalid_argument(fmt::format("tensor '{}' in {} has dtype {}, expected {} (kept as stored)", name, info->file,
-                                        dtype_name(info->dtype), dtype_name(dtype)));
-  ops_->copy_from_host(buf.view, info->bytes.data());
-  count(name, shape, info->bytes.size());
+  // The shard's bytes gathered on the host: rows of part * inner elements, `outer` of them.
+  const size_t d = size_t(shard.dim), elem = dtype_size(dtype);
+  const int64_t outer = product(shape, 0, d), inner = product(shape, d + 1, shape.size()), part = shape[d] / shard.world;
+  std::vector<uint8_t> mine(buf.view.nbytes());
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(mine.data() + size_t(o * part * inner) * elem,
+                bytes + size_t((o * shape[d] + shard.rank * part) * inner) * elem, size_t(part * inner) * elem);
+  ops_->copy_from_host(buf.view, mine.data());
+  ops_->synchronize();  // `mine` is freed on return
   return buf;
 }
 
-Expected<std::vector<float>> WeightLoader::read_host(const std::string& name, const std::vector<int64_t>& shape) {
+Expected<std::vector<float>> WeightLoader::read_host(const std::string& name, const std::vector<int64_t>& shape,
+                                                    const Shard& shard) {
   std::vector<float> host;
-  DRIFT_RETURN_IF_ERROR(read_f32(name, shape, {}, host));
+  DRIFT_RETURN_IF_ERROR(read_f32(name, shape, shard, host));
   return host;
 }
 
@@ -239,7 +283,10 @@ Expected<backend::Buffer> WeightLoader::upload(const std::vector<float>& host, c
     ops_->copy_from_host(buf.view, host.data());
   } else if (t == DType::kBF16) {
     std::vector<uint16_t> bf(host.size());
-    for (size_t i = 0; i < host.size(); ++i) bf[i] = f32_to_bf16(host[i]);
+    constexpr int64_t kChunk = int64_t(1) << 20;
+    on_every_core((int64_t(host.size()) + kChunk - 1) / kChunk, [&](int64_t c) {
+      for (size_t i = size_t(c * kChunk); i < std::min(host.size(), size_t((c + 1) * kChunk)); ++i) bf[i] = f32_to_bf16(host[i]);
+    });
     ops_->copy_from_host(buf.view, bf.data());
   } else {
     return unsupported(fmt::format("backend compute dtype {}", dtype_name(t)));

@@ -24,6 +24,14 @@ struct Shard {
   bool whole() const { return world == 1; }
 };
 
+// This rank's share of a tensor-parallel model: a layer spec keeps the checkpoint's whole sizes (what the
+// loader reads) and asks its split for the part it computes.
+struct TensorSplit {
+  int32_t rank = 0, world = 1;
+  int64_t part(int64_t whole) const { return whole / world; }
+  Shard along(int32_t dim) const { return {.dim = dim, .rank = rank, .world = world}; }
+};
+
 class WeightLoader {
  public:
   static WeightLoader from_store(const weights::WeightStore& store, backend::Ops& ops);
@@ -38,12 +46,19 @@ class WeightLoader {
   // shard, each tensor's share (a column-split q/k/v keeps its part of each of the three).
   Expected<backend::Buffer> load_stacked(const std::vector<std::string>& names,
                                          const std::vector<std::vector<int64_t>>& shapes, const Shard& shard = {});
+  // The same with a shard per tensor (a column-split q/k/v whose few kv heads are replicated: k and v are
+  // split among fewer parts than q). Every shard splits the same dimension.
+  Expected<backend::Buffer> load_stacked(const std::vector<std::string>& names,
+                                         const std::vector<std::vector<int64_t>>& shapes,
+                                         const std::vector<Shard>& shards);
   // The tensor's bytes as stored, in its stored dtype (checked against `dtype`), for kernels that read a
   // quantized format themselves (MXFP4 blocks and scales as U8, FP8 weights as F8E4M3). Random weights:
   // uniform bytes (U8 only).
-  Expected<backend::Buffer> load_stored(const std::string& name, const std::vector<int64_t>& shape, DType dtype);
+  Expected<backend::Buffer> load_stored(const std::string& name, const std::vector<int64_t>& shape, DType dtype,
+                                        const Shard& shard = {});
   // The weight as fp32 on the host, for layouts a model derives at load (MLA's absorbed projections).
-  Expected<std::vector<float>> read_host(const std::string& name, const std::vector<int64_t>& shape);
+  Expected<std::vector<float>> read_host(const std::string& name, const std::vector<int64_t>& shape,
+                                         const Shard& shard = {});
   // The MXFP4 matrix "<name>_blocks" + "<name>_scales" of `shape` [..., rows, cols], decoded to fp32 on the host.
   Expected<std::vector<float>> read_host_mxfp4(const std::string& name, const std::vector<int64_t>& shape);
   // Host fp32 values of `shape` (1 to 4 dimensions) placed on the backend in its compute dtype.
@@ -75,6 +90,9 @@ class WeightLoader {
   std::set<std::string> counted_;
   int64_t num_parameters_ = 0;
 };
+
+// The shard's part of `whole` (fp32 of `shape`), for layouts a model derives on the host before upload.
+std::vector<float> shard_of(const std::vector<float>& whole, const std::vector<int64_t>& shape, const Shard& shard);
 
 // A buffer of `shape` (1 to 4 dimensions) on `ops`.
 Expected<backend::Buffer> alloc_shaped(backend::Ops& ops, DType dtype, const std::vector<int64_t>& shape);

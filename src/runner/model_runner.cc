@@ -324,6 +324,12 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
 }
 
 Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow_graph) {
+  DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, run_forward(seqs, allow_graph));
+  DRIFT_RETURN_IF_ERROR(model_.status());
+  return num_logits;
+}
+
+Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool allow_graph) {
   DRIFT_ASSIGN_OR_RETURN(const StepShape shape, check(seqs));
   // A view step runs directly: graphs are captured without views.
   int32_t bucket = allow_graph && shape.uniform_new > 0 && !shape.views ? decode_bucket(shape.num_seqs) : 0;

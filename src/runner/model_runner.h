@@ -143,6 +143,8 @@ class ModelRunner {
   // Checks, packs and uploads the step's inputs and runs the forward (from a graph when allowed and the
   // step is uniform). The step's logits rows are then rows [0, n) of logits_; returns n.
   Expected<int32_t> forward(std::span<const SeqStep> seqs, bool allow_graph);
+  // forward() before the model's status is checked.
+  Expected<int32_t> run_forward(std::span<const SeqStep> seqs, bool allow_graph);
   // The SeqStep rows of a scheduled step (into plan_steps_).
   std::span<const SeqStep> rows_of(const core::BatchPlan& plan, PlanViews views);
   static bool verifies_tree(const core::Sequence& seq, int32_t end);

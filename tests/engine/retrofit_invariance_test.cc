@@ -1,7 +1,7 @@
 // Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both): a
 // request's greedy output is the same alone, in a batch, with prefix reuse (served from the cache the
 // second time), with prefill chunks of 7 tokens and with prompt-lookup speculation. DSA-lite with EAGLE-3
-// trees is refused by name.
+// trees and either retrofit with tensor parallelism are refused by name.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -84,6 +84,14 @@ TEST(RetrofitModes, DsaLiteWithEagle3TreesIsRefusedByName) {
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find(c.retrofit_file), std::string::npos) << engine.status().to_string();
   EXPECT_NE(engine.status().message().find("EAGLE-3"), std::string::npos) << engine.status().to_string();
+}
+
+TEST(RetrofitModes, TensorParallelIsRefusedByName) {
+  EngineConfig c = config_with({}, "mla_tp");
+  c.tensor_parallel = 2;
+  auto engine = Engine::create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("tensor_parallel 2"), std::string::npos) << engine.status().to_string();
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -29,9 +29,10 @@ constexpr double kSelfTolerance = 1e-2;
 // the bf16 roundings that differ between kernels (and from fp32) move GPT-OSS's logits further: its
 // tolerances are these times kMoeFactor.
 constexpr double kMoeFactor = 2.5;
-// A prompt token whose router scores have a chosen and an unchosen expert closer than this (in the router's
-// own score: softmax or sigmoid + bias probabilities, GPT-OSS's logits) in any layer may be routed otherwise
-// by bf16 activations; its row of logits is set aside, as long as such rows stay a minority.
+// A prompt token whose router scores have a chosen and an unchosen expert closer than this (router logits
+// where the scores keep their order: DeepSeek-V2's softmax, GPT-OSS; DeepSeek-V3's sigmoid + bias choice
+// scores) in any layer may be routed otherwise by bf16 activations; its row of logits is set aside, as long
+// as such rows stay a minority.
 constexpr double kRouterTie = 0.02;
 constexpr double kMaxTiedRowFraction = 1.0 / 3.0;
 

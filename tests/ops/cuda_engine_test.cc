@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -167,9 +168,11 @@ TEST(CudaEngine, GptOssGreedyMatchesCpuWithChunksAndPrefixReuse) {
 }
 
 // The bundled MLA model (DeepSeek-V2 layout: latent attention, dense MLPs) through the whole engine on
-// the GPU, graphs and eager, against the CPU engine. Its logits are larger than the fixture's (a trained
-// model, not random weights), so a near tie is judged by a margin of 1.0 instead of kAllowedMargin: 2 x 3%
-// of logits up to ~16.
+// the GPU, graphs and eager, each against the CPU engine. Its logits are larger than the fixture's (a
+// trained model, not random weights), so a near tie is judged by a margin of 1.0 instead of kAllowedMargin:
+// 2 x 3% of logits up to ~16. Graphs and eager are not held to equal bits as the GQA model's are: a graph
+// runs a decode batch padded to its bucket, and MLA's per-head absorbed products (batched_linear,
+// cuBLASLt) pick their algorithm by row count, so the two may part where the CPU's margin is that small.
 TEST(CudaEngine, MlaGreedyMatchesCpuAndGraphsMatchEager) {
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   const std::string model = std::string(DRIFT_MODELS_DIR) + "/drift-mla-14m";
@@ -186,10 +189,12 @@ TEST(CudaEngine, MlaGreedyMatchesCpuAndGraphsMatchEager) {
   ASSERT_EQ(eager.size(), kPrompts.size());
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     EXPECT_EQ(graphs[i].reason, FinishReason::kLength) << graphs[i].error;
-    EXPECT_EQ(graphs[i].tokens, eager[i].tokens) << "prompt " << i;
-    std::printf("[ engine   ] mla prompt %zu cpu:  %s\n[ engine   ] mla prompt %zu cuda: %s\n", i,
-                ids(cpu[i].tokens).c_str(), i, ids(graphs[i].tokens).c_str());
+    EXPECT_EQ(eager[i].reason, FinishReason::kLength) << eager[i].error;
+    std::printf("[ engine   ] mla prompt %zu cpu:   %s\n[ engine   ] mla prompt %zu graph: %s\n"
+                "[ engine   ] mla prompt %zu eager: %s\n",
+                i, ids(cpu[i].tokens).c_str(), i, ids(graphs[i].tokens).c_str(), i, ids(eager[i].tokens).c_str());
     expect_greedy_agrees(cpu[i], graphs[i], i, 1.0f);
+    expect_greedy_agrees(cpu[i], eager[i], i, 1.0f);
   }
 }
 
@@ -376,6 +381,38 @@ TEST(CudaEngine, StructuredOutputRepliesFollowTheSchema) {
   }
   EXPECT_GE(complete, 12);
   std::printf("[ engine   ] structured output on cuda: %d of 16 replies complete, e.g. %s\n", complete, texts[0].c_str());
+}
+
+// The engine with the model split over two GPUs (NCCL; sampling on rank 0) against the same engine on one
+// GPU: the greedy paths agree up to a step where one GPU's own top-2 margin is inside bf16's reach (the
+// ranks round their partial sums before the all-reduce adds them). Skipped with fewer than two GPUs.
+TEST(CudaEngine, TensorParallelTwoGpusAgreeWithOne) {
+#ifndef DRIFT_HAVE_NCCL
+  GTEST_SKIP() << "this build has no NCCL";
+#endif
+  if (const int gpus = backend::cuda_device_count(); gpus < 2) GTEST_SKIP() << "needs 2 CUDA devices; " << gpus << " found";
+  for (const std::string& model : {std::string(DRIFT_MODELS_DIR) + "/default", std::string(DRIFT_FIXTURES_DIR) + "/models/qwen3",
+                                   std::string(DRIFT_FIXTURES_DIR) + "/models/deepseek_v2"}) {
+    if (!std::filesystem::exists(model + "/model.safetensors")) {
+      // The GPU machine's copy of the tree may leave a large model out (its 64 MiB limit).
+      std::printf("[ engine   ] %s is not in this tree: not compared\n", model.c_str());
+      continue;
+    }
+    EngineConfig config;
+    config.model_dir = model;
+    config.device = "cuda";
+    config.max_num_seqs = 8;
+    const auto one = generate(config, kPrompts, true);
+    config.tensor_parallel = 2;
+    const auto two = generate(config, kPrompts, false);
+    ASSERT_EQ(two.size(), kPrompts.size()) << model;
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+      EXPECT_EQ(two[i].reason, FinishReason::kLength) << model << ": " << two[i].error;
+      std::printf("[ engine   ] %s prompt %zu tp1: %s\n[ engine   ] %s prompt %zu tp2: %s\n", model.c_str(), i,
+                  ids(one[i].tokens).c_str(), model.c_str(), i, ids(two[i].tokens).c_str());
+      expect_greedy_agrees(one[i], two[i], i, kAllowedMargin);
+    }
+  }
 }
 
 }  // namespace

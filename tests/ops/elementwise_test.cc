@@ -33,6 +33,27 @@ TEST_F(ElementwiseTest, EmbeddingCopiesRows) {
   }
 }
 
+// A rank's vocabulary slice: ids of its rows copy them, every other id gives a zero row.
+TEST_F(ElementwiseTest, EmbeddingPartCopiesTheRanksRowsAndZeroesTheRest) {
+  const int64_t tokens = 9, rows = 40, hidden = 24, first = 40;
+  const auto table = random_values(rows * hidden);
+  const auto ids = random_ints(tokens, 0, 120);
+  auto c_table = cpu_f32(table, {rows, hidden});
+  auto c_ids = cpu_i32(ids, {tokens});
+  auto c_out = cpu_->alloc(DType::kF32, {tokens, hidden});
+  cpu_->embedding_part(c_ids.view, c_table.view, first, c_out.view);
+  auto g_table = gpu_bf16(table, {rows, hidden});
+  auto g_ids = gpu_i32(ids, {tokens});
+  auto g_out = gpu_poisoned(DType::kBF16, {tokens, hidden});
+  gpu_->embedding_part(g_ids.view, g_table.view, first, g_out.view);
+  const std::vector<float> cpu = read_cpu(c_out.view);
+  EXPECT_EQ(read_gpu(g_out.view), cpu);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const bool mine = ids[size_t(t)] >= first && ids[size_t(t)] < first + rows;
+    EXPECT_EQ(cpu[size_t(t * hidden)] == 0.0f, !mine) << "token " << t << " id " << ids[size_t(t)];
+  }
+}
+
 TEST_F(ElementwiseTest, RmsNormMatchesCpu) {
   for (auto [rows, hidden] : {std::array<int64_t, 2>{1, 2048}, {17, 4096}, {33, 128}, {5, 20}, {3, 1000}, {2, 1032}}) {
     const auto x = random_values(rows * hidden, 3.0f);

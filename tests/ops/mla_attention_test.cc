@@ -1,6 +1,6 @@
 // paged_attention over MLA's shared latent cache (DeepSeek-V2/V3, Youtu): v_cache undefined, one latent
 // row of width D per token (num_kv_heads 1), V the first dv = out.size(2) features of each row. The CUDA
-// kernel (ops/mla_attention.cu) against the CPU backend and against the brute-force reference of
+// kernels (ops/mla_attention_mma.cu on tensor cores, ops/mla_attention.cu on CUDA cores) against the CPU backend and against the brute-force reference of
 // tests/support/attention_case.h (run with V = the K rows, then cut to dv). DeepSeek's real shape (D 576,
 // dv 512, 16 and 128 heads) and the fixtures' small ones; decode (split-KV and its merge), several
 // sequences of odd lengths, contexts crossing blocks, chunked prefill, a draft tree beside a chain, and a
@@ -76,6 +76,22 @@ TEST_P(MlaAttentionTest, MatchesCpuAndTheDefinition) {
   EXPECT_EQ(run(*gpu_, true, c, in), got) << c.name << ": the same launch twice gives other bits";
 }
 
+// The same cases on the CUDA-core kernel (the tensor-core one takes DeepSeek's and drift-mla-14m's shapes
+// above; the fixtures' narrow latents run on CUDA cores either way).
+TEST_P(MlaAttentionTest, CudaCoreKernelMatchesCpu) {
+  const MlaCase& c = GetParam();
+  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  KeyInputs in = build_inputs(key_case(c), rng_);
+  if (c.scale > 0.0f) in.scale = c.scale;
+  const auto tensor_cores = run(*gpu_, true, c, in);
+  cuda->set_mla_tensor_cores(false);
+  const auto cuda_cores = run(*gpu_, true, c, in);
+  cuda->set_mla_tensor_cores(true);
+  EXPECT_CLOSE(cuda_cores, run(*cpu_, false, c, in), kAttention) << c.name;
+  EXPECT_CLOSE(tensor_cores, cuda_cores, kAttention) << c.name << ": the two kernels";
+}
+
 const std::vector<int32_t> kSmallTree{-1, 0, 0, 1, 1, 2, 3, 3, 4, 5, 5, 6};
 
 INSTANTIATE_TEST_SUITE_P(
@@ -86,6 +102,7 @@ INSTANTIATE_TEST_SUITE_P(
         MlaCase{"decode_b1_h128", 128, 576, 512, 16, {{300, 1}}},
         MlaCase{"decode_b1_h16_sharp", 16, 576, 512, 16, {{513, 1}}, false, 0.15f},
         MlaCase{"decode_b1_h16_bs64", 16, 576, 512, 64, {{1000, 1}}},
+        MlaCase{"decode_b1_h16_long", 16, 576, 512, 16, {{6000, 1}}},
         MlaCase{"decode_b5_odd_lengths", 16, 576, 512, 16, {{1, 1}, {17, 1}, {129, 1}, {500, 1}, {33, 1}}},
         MlaCase{"decode_b12_h128", 128, 576, 512, 16,
                 {{301, 1}, {2, 1}, {45, 1}, {399, 1}, {16, 1}, {17, 1}, {250, 1}, {88, 1}, {9, 1}, {160, 1}, {33, 1}, {64, 1}}},

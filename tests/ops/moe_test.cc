@@ -4,6 +4,7 @@
 // expert, and prefill sizes.
 #include <algorithm>
 #include <numeric>
+#include <string>
 
 #include "op_test_util.h"
 #include "weights/mxfp4.h"
@@ -160,12 +161,21 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
       {"interleaved gate/up rows, clamped SwiGLU", 21, 128, 64, 8, 2, 8, true, 7.0f},
       {"300 tokens (prefill: many tiles per expert)", 300, 256, 192, 8, 4, 8, false, 0.0f},
       {"k past a whole step (hidden 200, ffn 136)", 40, 200, 136, 6, 2, 6, false, 0.0f},
+      {"16 tokens, deepseek-v2 top-6 of 64", 16, 128, 192, 64, 6, 64, false, 0.0f},
+      {"batch 1, 2 of 8 experts", 1, 128, 64, 8, 2, 8, false, 0.0f},
   };
-  for (const ExpertsCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    expect_bf16_experts_match(c);
-    if (HasFailure()) return;
+  // Widths that are multiples of 64 take the tensor-core kernels; every case also runs on CUDA cores.
+  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  for (bool tensor_cores : {true, false}) {
+    cuda->set_moe_tensor_cores(tensor_cores);
+    for (const ExpertsCase& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + (tensor_cores ? " (tensor cores where the widths allow)" : " (CUDA cores)"));
+      expect_bf16_experts_match(c);
+      if (HasFailure()) break;
+    }
   }
+  cuda->set_moe_tensor_cores(true);
 }
 
 ExpertsInputs CudaMoeTest::random_inputs(const ExpertsCase& c) {

@@ -43,6 +43,9 @@ class RecordingOps final : public backend::Ops {
     return std::make_unique<Recorded>(std::move(records_));
   }
 
+  void embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) override {
+    run([=, this] { inner_->embedding_part(ids, table, first_id, out); });
+  }
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override {
     run([=, this] { inner_->embedding(ids, table, out); });
   }

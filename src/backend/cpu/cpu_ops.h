@@ -23,6 +23,7 @@ class CpuOps final : public Ops {
   size_t free_memory_bytes() const override;
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;

@@ -32,6 +32,21 @@ void CpuOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& out
   }
 }
 
+void CpuOps::embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
+  check_f32(table, "embedding_part");
+  const int64_t num_tokens = ids.size(0), hidden = table.size(1), rows = table.size(0);
+  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int64_t row = int64_t(ids.data_as<int32_t>()[t]) - first_id;
+    float* dst = out.data_as<float>() + t * hidden;
+    if (row >= 0 && row < rows) {
+      std::memcpy(dst, table.data_as<float>() + row * hidden, size_t(hidden) * 4);
+    } else {
+      std::fill(dst, dst + hidden, 0.0f);  // another rank's id: its row comes in the all-reduce
+    }
+  }
+}
+
 void CpuOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
   check_f32(x, "rms_norm");
   const int64_t n = w.numel(), rows = x.numel() / n;

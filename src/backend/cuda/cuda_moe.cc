@@ -1,5 +1,6 @@
 // CudaOps' mixture-of-experts ops: shape and dtype checks, then the launchers of ops/moe_route.cu,
-// ops/moe_mxfp4.cu (MXFP4 experts, GPT-OSS) and ops/moe_bf16.cu (bf16 experts, DeepSeek).
+// ops/moe_mma.cu (MXFP4 experts, GPT-OSS; bf16 experts, DeepSeek, where hidden and width are multiples of 64)
+// and ops/moe_bf16.cu (bf16 experts of other widths, on CUDA cores).
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_ops.h"
@@ -138,7 +139,10 @@ void CudaOps::moe_experts_bf16(const MoeExpertsParams& p) {
   static_cast<cuda::MoeExpertsArgs&>(params) = experts_args(p, experts, ffn);
   params.gate_up = bf16_ptr(p.w_gate_up);
   params.down = bf16_ptr(p.w_down);
-  cuda::run(params, stream_);
+  if (options_.moe_tensor_cores && cuda::bf16_moe_mma_supports(hidden, ffn, experts))
+    cuda::run_mma(params, stream_);
+  else
+    cuda::run(params, stream_);
 }
 
 }  // namespace drift::backend

@@ -47,6 +47,8 @@ Expected<std::unique_ptr<Ops>> make_cuda_ops(const CudaOptions& options) {
   return std::unique_ptr<Ops>(std::make_unique<CudaOps>(options));
 }
 
+void CudaOps::bind_thread() { DRIFT_CUDA_CHECK(cudaSetDevice(options_.device)); }
+
 CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
   DRIFT_CUDA_CHECK(cudaSetDevice(options.device));
   DRIFT_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, options.device));
@@ -121,6 +123,19 @@ void CudaOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& ou
   DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
   cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
                                    .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype))},
+            stream_);
+}
+
+void CudaOps::embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
+  check_dtype(ids, DType::kI32, "embedding_part ids");
+  check_device(table, "embedding_part");
+  DRIFT_CHECK(out.dtype == table.dtype, "cuda embedding_part: table {} and out {} differ", table.describe(), out.describe());
+  const int64_t num_tokens = ids.numel(), hidden = table.size(1);
+  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
+  // Ids of other ranks' rows fall outside [0, num_src_rows) once shifted: zero rows.
+  cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
+                                   .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype)),
+                                   .first_row = first_id},
             stream_);
 }
 
@@ -411,18 +426,32 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   return int32_t(splits);
 }
 
-int32_t CudaOps::mla_splits(const cuda::AttentionParams& a) const {
-  // Enough CTAs for two per SM when a step has few (decode at small batch), at least 256 keys per split,
-  // at most 32 splits, and no more partial results than the workspace holds. Only shapes decide: the
-  // launch stays capturable.
-  const int64_t head_groups = (a.num_heads + cuda::mla_attention_heads_per_cta() - 1) / cuda::mla_attention_heads_per_cta();
-  const int64_t ctas = int64_t(a.num_tokens) * head_groups;
+int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const {
+  // The split count with the least time in units of latent bytes per SM: waves of CTAs times the rows a
+  // split reads, plus one query token's partial results (written and read once by the merge) spread over
+  // the SMs. The batch enters only through the waves, so steps that fit one wave split alike whatever
+  // their batch (a graph's padded bucket and the eager step it stands for give the same bits). At least 64
+  // keys per split, at most 128 splits, no more partial results than the workspace holds. Only shapes
+  // decide: the launch stays capturable.
+  const int64_t heads_per_cta = cuda::mla_attention_heads_per_cta(kernel);
+  const int64_t ctas = int64_t(a.num_tokens) * ((a.num_heads + heads_per_cta - 1) / heads_per_cta);
+  const int64_t slots = int64_t(num_sms_) * cuda::mla_attention_ctas_per_sm(kernel);
   const int64_t max_keys = int64_t(a.max_blocks_per_seq) * a.block_size;
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim_v + 2);
-  int64_t splits = (2 * int64_t(num_sms_) + ctas - 1) / ctas;
-  splits = std::min<int64_t>({splits, (max_keys + 255) / 256, 32,
-                              int64_t(options_.attention_workspace_bytes / 4) / per_split_floats});
-  return int32_t(std::max<int64_t>(splits, 1));
+  const int64_t max_splits = std::max<int64_t>(
+      1, std::min<int64_t>({(max_keys + 63) / 64, 128, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats}));
+  int64_t splits = 1;
+  double best = -1.0;
+  for (int64_t s = 1; s <= max_splits; ++s) {
+    const int64_t waves = (ctas * s + slots - 1) / slots;
+    const double cost = double(waves) * double((max_keys + s - 1) / s + 16) * a.head_dim * 2 +
+                        double(s) * double(a.num_heads) * double(a.head_dim_v + 2) * 8.0 / double(num_sms_);
+    if (best < 0 || cost < best) {
+      best = cost;
+      splits = s;
+    }
+  }
+  return int32_t(splits);
 }
 
 void CudaOps::paged_attention(const PagedAttentionParams& p) {
@@ -432,12 +461,13 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
     DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
                 "cuda paged_attention: latent rows of {} read as values of {} are not supported", a.head_dim,
                 a.head_dim_v);
-    a.num_splits = mla_splits(a);
+    const cuda::MlaKernel kernel = cuda::mla_attention_kernel(a, options_.mla_tensor_cores);
+    a.num_splits = mla_splits(a, kernel);
     if (a.num_splits > 1) {
       a.partial_out = static_cast<float*>(attention_workspace_.get());
       a.partial_lse = a.partial_out + int64_t(a.num_tokens) * a.num_heads * a.num_splits * a.head_dim_v;
     }
-    return cuda::run_mla_attention(a, stream_);
+    return cuda::run_mla_attention(a, kernel, stream_);
   }
   const bool decode_ok = cuda::decode_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
   const bool prefill_ok = cuda::prefill_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
@@ -498,7 +528,7 @@ Status CudaOps::check_attention(const AttentionShape& s) {
   if (s.shared_kv) {
     if (!cuda::mla_attention_supports(int32_t(s.head_dim), int32_t(s.head_dim_v), int32_t(s.num_kv_heads)))
       return unsupported(fmt::format("the cuda latent attention (MLA) takes one latent row per token of a width that "
-                                     "is a multiple of 8 up to 1024, values its first features; this layer has {} "
+                                     "is a multiple of 8 up to 1024, values its first features (a multiple of 4); this layer has {} "
                                      "kv heads of width {}, values of {}",
                                      s.num_kv_heads, s.head_dim, s.head_dim_v));
     return Status::Ok();

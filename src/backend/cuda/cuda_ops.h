@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "backend/ops.h"
@@ -16,6 +17,7 @@ namespace drift::backend {
 namespace cuda {
 class CublasLt;
 struct AttentionParams;
+enum class MlaKernel : uint8_t;
 }
 
 struct CudaOptions {
@@ -25,6 +27,10 @@ struct CudaOptions {
   // linear_silu_mul of at most 4 rows as one GEMV whose CTAs hold each gate row with its up row and
   // write the activation (else the GEMV, then silu_mul).
   bool fuse_swiglu_gemv = true;
+  // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
+  bool mla_tensor_cores = true;
+  // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
+  bool moe_tensor_cores = true;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
@@ -42,6 +48,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override;
 
   Device device() const override { return Device::kCuda; }
+  void bind_thread() override;
   const char* name() const override { return "cuda"; }
   DType compute_dtype() const override { return DType::kBF16; }
 
@@ -60,6 +67,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<CapturedWork> end_capture() override;
 
   void embedding(const Tensor& ids, const Tensor& table, const Tensor& out) override;
+  void embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) override;
@@ -97,12 +105,14 @@ class CudaOps final : public Ops {
   // Benchmarks compare the GEMV kernel with cuBLASLt on the same loaded model.
   void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
+  void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
+  void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
 
  private:
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.
-  int32_t mla_splits(const cuda::AttentionParams& a) const;
+  int32_t mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const;
   void moe_experts_bf16(const MoeExpertsParams& p);
 
   CudaOptions options_;

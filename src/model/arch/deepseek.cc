@@ -31,6 +31,9 @@ Expected<Moe> load_deepseek_moe(WeightLoader& loader, const std::string& prefix,
     w.correction_bias = loader.ops().alloc(DType::kF32, {spec.num_experts});
     loader.ops().copy_from_host(w.correction_bias.view, bias.data());
   }
+  // Each rank reads its share of every expert's gate and up rows and of its down columns.
+  const Shard rows = spec.split.world > 1 ? spec.split.along(0) : Shard{};
+  const Shard cols = spec.split.world > 1 ? spec.split.along(1) : Shard{};
   std::vector<std::string> gate_up_names, down_names;
   std::vector<std::vector<int64_t>> gate_up_shapes, down_shapes;
   for (int64_t e = 0; e < spec.num_experts; ++e) {
@@ -40,10 +43,11 @@ Expected<Moe> load_deepseek_moe(WeightLoader& loader, const std::string& prefix,
     down_names.push_back(expert + ".down_proj.weight");
     down_shapes.push_back({spec.hidden, spec.ffn});
   }
-  DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, loader.load_stacked(gate_up_names, gate_up_shapes));
-  w.w_gate_up.view = w.w_gate_up.view.view({spec.num_experts, 2 * spec.ffn, spec.hidden});
-  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.load_stacked(down_names, down_shapes));
-  w.w_down.view = w.w_down.view.view({spec.num_experts, spec.hidden, spec.ffn});
+  const int64_t f = spec.local_ffn();
+  DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, loader.load_stacked(gate_up_names, gate_up_shapes, rows));
+  w.w_gate_up.view = w.w_gate_up.view.view({spec.num_experts, 2 * f, spec.hidden});
+  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.load_stacked(down_names, down_shapes, cols));
+  w.w_down.view = w.w_down.view.view({spec.num_experts, spec.hidden, f});
   if (spec.shared_ffn > 0) {
     DRIFT_ASSIGN_OR_RETURN(w.shared,
                            GatedMlp::load(loader, prefix + ".shared_experts", spec.hidden, spec.shared_ffn, false));

@@ -44,26 +44,32 @@ std::vector<float> gate_first(const std::vector<float>& w, int64_t experts, int6
 }
 
 // The MXFP4 matrix "<name>_blocks" [E, rows, cols / 32, 16] + "<name>_scales" [E, rows, cols / 32] as stored,
-// the codes seen as [E, rows, cols / 2].
+// the codes seen as [E, rows, cols / 2]; under a split, the rank's part along dimension `dim` (1: rows,
+// 2: the column blocks).
 Status load_mxfp4(WeightLoader& loader, const std::string& name, int64_t experts, int64_t rows, int64_t cols,
-                  backend::Buffer& codes, backend::Buffer& scales) {
+                  const TensorSplit& split, int32_t dim, backend::Buffer& codes, backend::Buffer& scales) {
   const int64_t blocks = cols / weights::kMxfp4BlockValues;
+  const Shard shard = split.world > 1 ? split.along(dim) : Shard{};
   DRIFT_ASSIGN_OR_RETURN(codes, loader.load_stored(name + "_blocks", {experts, rows, blocks, weights::kMxfp4BlockBytes},
-                                                   DType::kU8));
-  codes.view = codes.view.view({experts, rows, cols / 2});
-  DRIFT_ASSIGN_OR_RETURN(scales, loader.load_stored(name + "_scales", {experts, rows, blocks}, DType::kU8));
+                                                   DType::kU8, shard));
+  const int64_t local_rows = dim == 1 ? split.part(rows) : rows, local_cols = dim == 2 ? split.part(cols) : cols;
+  codes.view = codes.view.view({experts, local_rows, local_cols / 2});
+  DRIFT_ASSIGN_OR_RETURN(scales, loader.load_stored(name + "_scales", {experts, rows, blocks}, DType::kU8, shard));
   return Status::Ok();
 }
 
-// Experts kept MXFP4 for a backend whose kernels decode them: gate and up stay interleaved as stored.
+// Experts kept MXFP4 for a backend whose kernels decode them: gate and up stay interleaved as stored, so a
+// rank's contiguous share of the 2F rows holds whole (gate, up) pairs.
 Expected<Moe> load_gpt_oss_mxfp4_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec) {
   const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
   const std::string experts = prefix + ".experts";
+  const Shard rows = spec.split.world > 1 ? spec.split.along(1) : Shard{};
   MoeWeights w;
   DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".router", e, h, true));
-  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".gate_up_proj", e, 2 * f, h, w.w_gate_up, w.w_gate_up_scales));
-  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, w.w_down, w.w_down_scales));
-  DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.load(experts + ".gate_up_proj_bias", {e, 2 * f}));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".gate_up_proj", e, 2 * f, h, spec.split, 1, w.w_gate_up,
+                                   w.w_gate_up_scales));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, spec.split, 2, w.w_down, w.w_down_scales));
+  DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.load(experts + ".gate_up_proj_bias", {e, 2 * f}, rows));
   DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}));
   w.gate_up_interleaved = true;
   return Moe(spec, std::move(w));
@@ -72,7 +78,7 @@ Expected<Moe> load_gpt_oss_mxfp4_moe(WeightLoader& loader, const std::string& pr
 Expected<Moe> load_gpt_oss_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec,
                                const weights::ModelConfig& c) {
   if (spec.mxfp4) return load_gpt_oss_mxfp4_moe(loader, prefix, spec);
-  const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
+  const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn, local_f = spec.local_ffn();
   const std::string experts = prefix + ".experts";
   MoeWeights w;
   DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".router", e, h, true));
@@ -87,10 +93,14 @@ Expected<Moe> load_gpt_oss_moe(WeightLoader& loader, const std::string& prefix, 
     gate_up = transpose_experts(gate_up_in_out, e, h, 2 * f);
     down = transpose_experts(down_in_out, e, f, h);
   }
-  DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, loader.upload(gate_first(gate_up, e, f, h), {e, 2 * f, h}));
-  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.upload(down, {e, h, f}));
+  // The rank's share, cut on the host from the gate-first layout: [E, 2, F, H] along F, down [E, H, F] along F.
+  const Shard down_cols = spec.split.world > 1 ? spec.split.along(2) : Shard{};
+  DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, loader.upload(shard_of(gate_first(gate_up, e, f, h), {e, 2, f, h}, spec.gate_up_shard()),
+                                                    {e, 2 * local_f, h}));
+  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.upload(shard_of(down, {e, h, f}, down_cols), {e, h, local_f}));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> gate_up_bias, loader.read_host(experts + ".gate_up_proj_bias", {e, 2 * f}));
-  DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.upload(gate_first(gate_up_bias, e, f, 1), {e, 2 * f}));
+  DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.upload(shard_of(gate_first(gate_up_bias, e, f, 1), {e, 2, f}, spec.gate_up_shard()),
+                                                    {e, 2 * local_f}));
   DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}));
   return Moe(spec, std::move(w));
 }

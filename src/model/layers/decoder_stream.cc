@@ -7,12 +7,18 @@
 namespace drift::model {
 
 Status DecoderStream::load(WeightLoader& loader, const weights::ModelConfig& c) {
-  DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+  const backend::Ops& ops = loader.ops();
+  vocab_ = c.vocab_size;
+  // Under a split each rank keeps its rows of the vocabulary, in the embedding and the LM head alike.
+  const Shard rows = ops.world_size() > 1 ? Shard{.dim = 0, .rank = ops.rank(), .world = ops.world_size()} : Shard{};
+  first_id_ = ops.rank() * (c.vocab_size / ops.world_size());
+  DRIFT_ASSIGN_OR_RETURN(embed_tokens_, loader.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, rows));
   DRIFT_ASSIGN_OR_RETURN(final_norm_, RmsNorm::load(loader, "model.norm.weight", c.hidden_size, c.rms_norm_eps));
   if (c.tie_word_embeddings) {
     lm_head_.weight = embed_tokens_;
   } else {
-    DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false));
+    DRIFT_ASSIGN_OR_RETURN(lm_head_, Linear::load(loader, "lm_head", c.vocab_size, c.hidden_size, false,
+                                                  LinearSplit::kColumn));
   }
   return Status::Ok();
 }
@@ -32,6 +38,7 @@ void DecoderStream::allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_
   normed_ = ops.alloc(t, {max_tokens, hidden});
   layer_out_ = ops.alloc(t, {max_tokens, hidden});
   gathered_ = ops.alloc(t, {max_logits, hidden});
+  if (ops.world_size() > 1) vocab_part_ = ops.alloc(DType::kF32, {max_logits, vocab_ / ops.world_size()});
   if (tap_layers_.empty()) return;
   taps_ = ops.alloc(t, {int64_t(tap_layers_.size()), max_tokens, hidden});
   identity_ = ops.alloc(DType::kI32, {max_tokens});

@@ -15,14 +15,16 @@ namespace drift::model {
 
 class DecoderStream {
  public:
-  // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied.
+  // model.embed_tokens.weight, model.norm.weight, and lm_head.weight unless the embeddings are tied. Under
+  // tensor parallelism both are split by vocabulary: a rank looks up the ids of its rows (the all-reduce
+  // of the parts is the embedding) and computes its logits columns (gathered after).
   Status load(WeightLoader& loader, const weights::ModelConfig& config);
   // Layers whose incoming residual stream forward() keeps (0..num_layers; num_layers: after the last).
   Status set_taps(std::span<const int32_t> layers, int64_t num_layers);
   void allocate(backend::Ops& ops, int32_t max_tokens, int32_t max_logits, int64_t hidden);
   // [num_taps, max_tokens, hidden], or undefined without taps.
   Tensor taps() const { return taps_.view; }
-  // [vocab, hidden]
+  // [vocab, hidden] (a rank's rows [vocab / ranks, hidden] under a split)
   Tensor embedding() const { return embed_tokens_.view; }
 
   // The two norms forward() applies around a layer: "<prefix>.input_layernorm.weight" into
@@ -46,7 +48,12 @@ class DecoderStream {
     const int64_t n = ctx.num_tokens;
     const Tensor residual = residual_.view.slice(0, n), normed = normed_.view.slice(0, n);
     const Tensor out = layer_out_.view.slice(0, n);
-    ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
+    if (vocab_part_.view.defined()) {
+      ops.embedding_part(ctx.token_ids, embed_tokens_.view, first_id_, residual);
+      ops.all_reduce(residual);
+    } else {
+      ops.embedding(ctx.token_ids, embed_tokens_.view, residual);
+    }
     layers[0].input_norm.forward(ops, residual, normed);
     for (size_t i = 0; i < layers.size(); ++i) {
       const Layer& layer = layers[i];
@@ -60,17 +67,26 @@ class DecoderStream {
     keep_taps(ops, int32_t(layers.size()), residual);
     const Tensor rows = gathered_.view.slice(0, ctx.num_logits);
     ops.gather_rows(normed, ctx.logits_rows, rows);
-    lm_head_.forward(ops, rows, logits);
+    if (!vocab_part_.view.defined()) {
+      lm_head_.forward(ops, rows, logits);
+      return;
+    }
+    const Tensor part = vocab_part_.view.slice(0, ctx.num_logits);
+    lm_head_.forward(ops, rows, part);
+    ops.all_gather(part, logits);
   }
 
  private:
   // Copies the residual stream entering `layer` into each tap that asks for it.
   void keep_taps(backend::Ops& ops, int32_t layer, const Tensor& residual) const;
 
-  backend::Buffer embed_tokens_;  // [vocab, hidden]
+  backend::Buffer embed_tokens_;  // [vocab, hidden], this rank's rows [vocab / ranks, hidden] under a split
+  int64_t first_id_ = 0;          // the first token id of this rank's rows
   RmsNorm final_norm_;
-  Linear lm_head_;                // [vocab, hidden], the embedding itself when tied
+  Linear lm_head_;                // [vocab / ranks, hidden], the embedding itself when tied
   backend::Buffer residual_, normed_, layer_out_, gathered_;  // [max_tokens, hidden] x3, [max_logits, hidden]
+  backend::Buffer vocab_part_;    // [max_logits, vocab / ranks] fp32: this rank's logits columns, with several ranks
+  int64_t vocab_ = 0;
   std::vector<int32_t> tap_layers_;
   backend::Buffer taps_;          // [num_taps, max_tokens, hidden]
   backend::Buffer identity_;      // [max_tokens] int32: 0, 1, 2, ... (a tap is a gather of every row)

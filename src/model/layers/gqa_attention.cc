@@ -7,9 +7,16 @@
 
 namespace drift::model {
 
+Shard GqaAttentionSpec::kv_shard() const {
+  if (split.world == 1) return {};
+  if (num_kv_heads >= split.world) return split.along(0);
+  // Query heads [r * H / w, (r + 1) * H / w) read kv head r * kv / w (w is a multiple of kv here).
+  return {.dim = 0, .rank = int32_t(split.rank * num_kv_heads / split.world), .world = int32_t(num_kv_heads)};
+}
+
 AttentionScratch AttentionScratch::allocate(backend::Ops& ops, int64_t max_tokens, const GqaAttentionSpec& s) {
   const DType t = ops.compute_dtype();
-  const int64_t q_out = s.num_heads * s.head_dim, kv_out = s.num_kv_heads * s.head_dim;
+  const int64_t q_out = s.local_heads() * s.head_dim, kv_out = s.local_kv_heads() * s.head_dim;
   AttentionScratch scratch;
   if (GqaAttention::fused_qkv(s)) {
     scratch.qkv = ops.alloc(t, {max_tokens, q_out + 2 * kv_out});
@@ -26,14 +33,18 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
   GqaAttention a;
   a.spec_ = spec;
   const int64_t q_out = spec.num_heads * spec.head_dim, kv_out = spec.num_kv_heads * spec.head_dim;
+  const Shard q_shard = spec.split.world > 1 ? spec.split.along(0) : Shard{}, kv_shard = spec.kv_shard();
   if (fused_qkv(spec)) {
-    DRIFT_ASSIGN_OR_RETURN(a.qkv_proj_, Linear::load_stacked(loader, {prefix + ".q_proj", prefix + ".k_proj", prefix + ".v_proj"},
+    DRIFT_ASSIGN_OR_RETURN(a.qkv_proj_, Linear::load_columns(loader, {prefix + ".q_proj", prefix + ".k_proj", prefix + ".v_proj"},
                                                              {q_out, kv_out, kv_out}, spec.hidden, spec.qkv_bias,
-                                                             LinearSplit::kColumn));
+                                                             {q_shard, kv_shard, kv_shard}));
   } else {
-    DRIFT_ASSIGN_OR_RETURN(a.q_proj_, Linear::load(loader, prefix + ".q_proj", q_out, spec.hidden, spec.qkv_bias));
-    DRIFT_ASSIGN_OR_RETURN(a.k_proj_, Linear::load(loader, prefix + ".k_proj", kv_out, spec.hidden, spec.qkv_bias));
-    DRIFT_ASSIGN_OR_RETURN(a.v_proj_, Linear::load(loader, prefix + ".v_proj", kv_out, spec.hidden, spec.qkv_bias));
+    DRIFT_ASSIGN_OR_RETURN(a.q_proj_, Linear::load_columns(loader, {prefix + ".q_proj"}, {q_out}, spec.hidden,
+                                                           spec.qkv_bias, {q_shard}));
+    DRIFT_ASSIGN_OR_RETURN(a.k_proj_, Linear::load_columns(loader, {prefix + ".k_proj"}, {kv_out}, spec.hidden,
+                                                           spec.qkv_bias, {kv_shard}));
+    DRIFT_ASSIGN_OR_RETURN(a.v_proj_, Linear::load_columns(loader, {prefix + ".v_proj"}, {kv_out}, spec.hidden,
+                                                           spec.qkv_bias, {kv_shard}));
   }
   DRIFT_ASSIGN_OR_RETURN(a.o_proj_,
                          Linear::load(loader, prefix + ".o_proj", spec.out_features(), q_out, spec.o_bias, LinearSplit::kRow));
@@ -42,8 +53,8 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
     DRIFT_ASSIGN_OR_RETURN(a.k_norm_, RmsNorm::load(loader, prefix + ".k_norm.weight", spec.head_dim, spec.norm_eps));
   }
   if (spec.sinks) {  // fp32 on every backend (PagedAttentionParams::sinks), not the compute dtype
-    DRIFT_ASSIGN_OR_RETURN(const std::vector<float> sinks, loader.read_host(prefix + ".sinks", {spec.num_heads}));
-    a.sinks_ = loader.ops().alloc(DType::kF32, {spec.num_heads});
+    DRIFT_ASSIGN_OR_RETURN(const std::vector<float> sinks, loader.read_host(prefix + ".sinks", {spec.num_heads}, q_shard));
+    a.sinks_ = loader.ops().alloc(DType::kF32, {spec.local_heads()});
     loader.ops().copy_from_host(a.sinks_.view, sinks.data());
   }
   return a;
@@ -51,8 +62,8 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
 
 void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
                                   std::optional<DType> kv_dtype) {
-  k_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
-  v_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.num_kv_heads, spec_.head_dim});
+  k_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.local_kv_heads(), spec_.head_dim});
+  v_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.local_kv_heads(), spec_.head_dim});
 }
 
 void GqaAttention::zero_cache(backend::Ops& ops) const {
@@ -71,7 +82,7 @@ void GqaAttention::zero_cache(backend::Ops& ops) const {
 
 void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
                            const Tensor& out, const Tensor& selected) const {
-  const int64_t n = ctx.num_tokens, h = spec_.num_heads, hk = spec_.num_kv_heads, d = spec_.head_dim;
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), hk = spec_.local_kv_heads(), d = spec_.head_dim;
   Tensor q_heads, k_heads, v_heads;
   int64_t row_stride = 0;  // 0: packed q, k and v buffers
   if (fused_qkv(spec_)) {
@@ -150,10 +161,15 @@ GatedMlpScratch GatedMlp::allocate_scratch(backend::Ops& ops, int64_t max_tokens
 }
 
 void GatedMlp::forward(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const {
+  forward_partial(ops, x, scratch, out);
+  ops.all_reduce(out);
+}
+
+void GatedMlp::forward_partial(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const {
   const int64_t n = x.size(0);
   const Tensor gate_up = scratch.gate_up.view.slice(0, n), act = scratch.act.view.slice(0, n);
   ops.linear_silu_mul(x, gate_up_.weight.view, gate_up_.bias.view, gate_up, act);
-  down_.forward(ops, act, out);
+  ops.linear(act, down_.weight.view, down_.bias.view, out);
 }
 
 }  // namespace drift::model

@@ -25,8 +25,15 @@ struct GqaAttentionSpec {
   int32_t sliding_window = 0;
   int32_t kv_group = 0;  // which of the model's KV layer groups (block tables) this layer uses
   backend::RopeParams rope;
+  // This rank's share: num_heads / world query heads and their kv heads (the counts above stay whole).
+  TensorSplit split;
 
   int64_t out_features() const { return output_hidden > 0 ? output_hidden : hidden; }
+  int64_t local_heads() const { return split.part(num_heads); }
+  // kv_heads / world, or one replicated kv head when there are fewer kv heads than ranks.
+  int64_t local_kv_heads() const { return num_kv_heads >= split.world ? split.part(num_kv_heads) : 1; }
+  // The k/v rows this rank reads: its part, or the one kv head its query heads share.
+  Shard kv_shard() const;
 };
 
 // Step buffers shared by every attention layer of a model, sized for the largest step.
@@ -62,12 +69,12 @@ class GqaAttention {
 
  private:
   GqaAttentionSpec spec_;
-  Linear qkv_proj_;                  // [(heads + 2 * kv_heads) * head_dim, hidden] when fused
+  Linear qkv_proj_;                  // [(heads + 2 * kv_heads) * head_dim, hidden] when fused (local heads)
   Linear q_proj_, k_proj_, v_proj_;  // otherwise
   Linear o_proj_;
   std::optional<RmsNorm> q_norm_, k_norm_;
-  backend::Buffer sinks_;                // [num_heads] fp32 (GPT-OSS)
-  backend::Buffer k_cache_, v_cache_;    // [num_blocks, block_size, num_kv_heads, head_dim]
+  backend::Buffer sinks_;                // [local_heads] fp32 (GPT-OSS)
+  backend::Buffer k_cache_, v_cache_;    // [num_blocks, block_size, local_kv_heads, head_dim]
 };
 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked into one matrix.
@@ -77,10 +84,15 @@ struct GatedMlpScratch {
 
 class GatedMlp {
  public:
+  // ffn: the whole width; a rank keeps ffn / world of it (gate/up column-split, down row-split).
   static Expected<GatedMlp> load(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t ffn,
                                  bool bias);
+  // ffn: this rank's width.
   static GatedMlpScratch allocate_scratch(backend::Ops& ops, int64_t max_tokens, int64_t ffn);
   void forward(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const;
+  // The same without the all-reduce: this rank's partial sums (a MoE block adds them to its experts' and
+  // all-reduces once).
+  void forward_partial(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const;
 
  private:
   Linear gate_up_, down_;

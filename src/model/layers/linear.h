@@ -29,6 +29,11 @@ struct Linear {
   static Expected<Linear> load_stacked(WeightLoader& loader, const std::vector<std::string>& prefixes,
                                        const std::vector<int64_t>& out_features, int64_t in_features, bool has_bias,
                                        LinearSplit split, int32_t rank, int32_t world);
+  // Column-split parts each with its own shard of its output rows (q/k/v where the few kv heads are
+  // replicated: k and v split among fewer parts than q).
+  static Expected<Linear> load_columns(WeightLoader& loader, const std::vector<std::string>& prefixes,
+                                       const std::vector<int64_t>& out_features, int64_t in_features, bool has_bias,
+                                       const std::vector<Shard>& parts);
   int64_t out_features() const { return weight.view.size(0); }
   // out = x @ weight^T (+ bias); a row split's partial sums are then all-reduced.
   void forward(backend::Ops& ops, const Tensor& x, const Tensor& out) const {

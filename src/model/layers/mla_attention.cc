@@ -64,7 +64,7 @@ MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& 
 
 MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const MlaSpec& s) {
   const DType t = ops.compute_dtype();
-  const int64_t h = s.num_heads, l = s.kv_lora_rank, r = s.qk_rope_head_dim;
+  const int64_t h = s.local_heads(), l = s.kv_lora_rank, r = s.qk_rope_head_dim;
   MlaScratch m;
   if (s.q_lora_rank > 0) m.q_a = ops.alloc(t, {max_tokens, s.q_lora_rank});
   m.q_nope = ops.alloc(t, {max_tokens, h * s.qk_nope_head_dim});
@@ -82,7 +82,9 @@ MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Mla
 Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::string& prefix, const MlaSpec& spec) {
   MlaAttention a;
   a.spec_ = spec;
-  const int64_t h = spec.num_heads, nope = spec.qk_nope_head_dim, r = spec.qk_rope_head_dim;
+  // Per-head tensors are read as [heads, rows, cols], this rank's heads only.
+  const int64_t heads = spec.num_heads, h = spec.local_heads(), nope = spec.qk_nope_head_dim, r = spec.qk_rope_head_dim;
+  const Shard my_heads = spec.split.world > 1 ? spec.split.along(0) : Shard{};
   const int64_t l = spec.kv_lora_rank, v = spec.v_head_dim;
 
   int64_t q_in = spec.hidden;
@@ -93,7 +95,7 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
     DRIFT_ASSIGN_OR_RETURN(a.q_a_proj_, Linear::load(loader, prefix + ".q_a_proj", q_in, spec.hidden, spec.bias));
     DRIFT_ASSIGN_OR_RETURN(a.q_a_norm_, RmsNorm::load(loader, prefix + ".q_a_layernorm.weight", q_in, kLatentNormEps));
   }
-  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(q_name, {h * (nope + r), q_in}));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(q_name, {heads, nope + r, q_in}, my_heads));
   auto [q_nope_w, q_rope_w] = split_head_rows(q_w, h, nope, r, q_in);
   DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, q_nope_w, h * nope, q_in, {}));
   DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, q_rope_w, h * r, q_in, {}));
@@ -114,7 +116,7 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
   // kv_b_proj holds per head W_UK [nope, L] then W_UV [v, L]. The query absorbs W_UK, so it is stored
   // transposed ([L, nope]: q_latent = W_UK^T q_nope); W_UV maps the attended latent back to v per head.
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_b_w,
-                         loader.read_host(prefix + ".kv_b_proj.weight", {h * (nope + v), l}));
+                         loader.read_host(prefix + ".kv_b_proj.weight", {heads, nope + v, l}, my_heads));
   auto [w_uk, w_uv] = split_head_rows(kv_b_w, h, nope, v, l);
   std::vector<float> w_uk_t(w_uk.size());
   for (int64_t head = 0; head < h; ++head)
@@ -124,7 +126,8 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
   DRIFT_ASSIGN_OR_RETURN(a.w_uk_t_, loader.upload(w_uk_t, {h, l, nope}));
   DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(w_uv, {h, v, l}));
 
-  DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", spec.hidden, h * v, spec.bias));
+  DRIFT_ASSIGN_OR_RETURN(a.o_proj_,
+                         Linear::load(loader, prefix + ".o_proj", spec.hidden, heads * v, spec.bias, LinearSplit::kRow));
   return a;
 }
 
@@ -135,7 +138,7 @@ void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t
 
 void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
                            const Tensor& out) const {
-  const int64_t n = ctx.num_tokens, h = spec_.num_heads;
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads();
   const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
 
   Tensor q_in = x;

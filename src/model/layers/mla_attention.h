@@ -22,7 +22,10 @@ struct MlaSpec {
   float softmax_scale = 0.0f;
   backend::RopeParams rope;  // over the qk_rope_head_dim features
   int32_t kv_group = 0;      // index into ForwardContext::kv_groups
+  // This rank's share: num_heads / world heads (num_heads stays whole); the latent is replicated.
+  TensorSplit split;
 
+  int64_t local_heads() const { return split.part(num_heads); }
   int64_t cache_width() const { return kv_lora_rank + qk_rope_head_dim; }  // values per token per layer
 };
 
@@ -30,7 +33,7 @@ struct MlaSpec {
 // under a scaled RoPE with mscale_all_dim, as DeepSeek defines YaRN for MLA.
 MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& rope);
 
-// Step buffers shared by every MLA layer of a model.
+// Step buffers shared by every MLA layer of a model ("heads": this rank's).
 struct MlaScratch {
   backend::Buffer q_a;       // [max_tokens, q_lora_rank]
   backend::Buffer q_nope;    // [max_tokens, heads * nope]
@@ -65,12 +68,13 @@ class MlaAttention {
   MlaSpec spec_;
   Linear q_a_proj_;                      // [q_lora_rank, hidden] when the query is compressed
   std::optional<RmsNorm> q_a_norm_;      // [q_lora_rank]
+  // H below: this rank's heads.
   Linear q_nope_proj_, q_rope_proj_;     // q_b_proj (or q_proj) rows, split per head: [H * nope, .], [H * rope, .]
   Linear kv_latent_proj_, k_rope_proj_;  // kv_a_proj_with_mqa rows [0, L) and [L, L + rope)
   RmsNorm kv_a_norm_;                    // [L]
   backend::Buffer w_uk_t_;               // [H, L, nope]: per head the key up-projection, transposed
   backend::Buffer w_uv_;                 // [H, v, L]: per head the value up-projection
-  Linear o_proj_;                        // [hidden, H * v]
+  Linear o_proj_;                        // [hidden, H * v], row-split over the ranks' heads
   backend::Buffer cache_;
 };
 

@@ -30,11 +30,12 @@ MoeSpec moe_spec(const weights::ModelConfig& c, const backend::Ops& ops) {
   s.swiglu_limit = float(c.swiglu_limit);
   s.swiglu_alpha = float(c.swiglu_alpha);
   s.mxfp4 = c.quant_method == "mxfp4" && ops.reads_weight_format(backend::WeightFormat::kMxfp4);
+  s.split = {.rank = ops.rank(), .world = ops.world_size()};
   return s;
 }
 
 backend::MoeShape moe_shape(const MoeSpec& spec) {
-  return {.hidden = spec.hidden, .ffn = spec.ffn, .num_experts = spec.num_experts, .top_k = spec.top_k,
+  return {.hidden = spec.hidden, .ffn = spec.local_ffn(), .num_experts = spec.num_experts, .top_k = spec.top_k,
           .clamped_swiglu = spec.swiglu_limit > 0.0f, .mxfp4 = spec.mxfp4};
 }
 
@@ -60,11 +61,17 @@ MoeScratch MoeScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Moe
   s.topk_weights = ops.alloc(DType::kF32, {max_tokens, spec.top_k});
   if (spec.shared_ffn > 0) {
     s.shared_out = ops.alloc(t, {max_tokens, spec.hidden});
-    s.shared = GatedMlp::allocate_scratch(ops, max_tokens, spec.shared_ffn);
+    s.shared = GatedMlp::allocate_scratch(ops, max_tokens, spec.local_shared_ffn());
   }
   if (const size_t bytes = ops.moe_workspace_bytes(moe_shape(spec), max_tokens); bytes > 0)
     s.workspace = ops.alloc(DType::kU8, {int64_t(bytes)});
   return s;
+}
+
+Moe::Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(weights)) {
+  // Every rank reads the down bias (random weights are drawn in the same order on every rank); rank 0
+  // alone adds it, so the all-reduce counts it once.
+  if (spec_.split.rank != 0) w_.b_down = {};
 }
 
 void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const {
@@ -96,9 +103,10 @@ void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const
 
   if (w_.shared) {
     const Tensor shared = scratch.shared_out.view.slice(0, n);
-    w_.shared->forward(ops, x, scratch.shared, shared);
+    w_.shared->forward_partial(ops, x, scratch.shared, shared);
     ops.add(out, shared, out);
   }
+  ops.all_reduce(out);  // each rank summed its share of every expert's width
 }
 
 }  // namespace drift::model

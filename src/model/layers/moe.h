@@ -13,7 +13,7 @@ namespace drift::model {
 
 struct MoeSpec {
   int64_t hidden = 0;
-  int64_t ffn = 0;  // per routed expert
+  int64_t ffn = 0;  // per routed expert, whole (a rank computes local_ffn() of it)
   int64_t num_experts = 0;
   int64_t top_k = 0;
   int64_t shared_ffn = 0;           // DeepSeek: moe_intermediate_size * n_shared_experts; 0 = no shared experts
@@ -21,6 +21,14 @@ struct MoeSpec {
   float swiglu_limit = 0.0f;        // 0: silu(gate) * up; GPT-OSS: 7 with alpha 1.702
   float swiglu_alpha = 1.702f;
   bool mxfp4 = false;               // expert matrices kept as stored in MXFP4 (moe_spec says when)
+  // Tensor parallelism: every expert's (and the shared experts') intermediate width is split over the
+  // ranks (gate/up rows, down columns); the partial sums are all-reduced once after the block.
+  TensorSplit split;
+
+  int64_t local_ffn() const { return split.part(ffn); }
+  int64_t local_shared_ffn() const { return split.part(shared_ffn); }
+  // Gate/up rows of this rank as MoeWeights lays them out (gate rows first): [E, 2, F] split along dim 2.
+  Shard gate_up_shard() const { return split.world > 1 ? split.along(2) : Shard{}; }
 };
 
 // What the MoE layers of `spec` ask of a backend.
@@ -37,13 +45,14 @@ backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);
 // Checks that the routing can pick top_k experts from the kept groups, naming the config fields otherwise.
 Status check_moe_spec(const MoeSpec& spec);
 
+// F below: this rank's share of each expert's width (MoeSpec::local_ffn).
 struct MoeWeights {
   Linear router;                    // [E, H], bias [E] for GPT-OSS
   backend::Buffer correction_bias;  // [E] DeepSeek-V3 e_score_correction_bias, else empty
   backend::Buffer w_gate_up;        // [E, 2F, H]: the F gate rows then the F up rows, or alternating (interleaved)
   backend::Buffer b_gate_up;        // [E, 2F] or empty, in the row order of w_gate_up
   backend::Buffer w_down;           // [E, H, F]
-  backend::Buffer b_down;           // [E, H] or empty
+  backend::Buffer b_down;           // [E, H] or empty; rank 0's only under a split (added once)
   // MXFP4 (MoeSpec::mxfp4): w_gate_up [E, 2F, H / 2] and w_down [E, H, F / 2] hold U8 codes, these the scales.
   backend::Buffer w_gate_up_scales;  // [E, 2F, H / 32] U8
   backend::Buffer w_down_scales;     // [E, H, F / 32] U8
@@ -65,7 +74,7 @@ struct MoeScratch {
 class Moe {
  public:
   Moe() = default;
-  Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(weights)) {}
+  Moe(const MoeSpec& spec, MoeWeights weights);
   // x, out: [n, hidden]
   void forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const;
   const MoeSpec& spec() const { return spec_; }

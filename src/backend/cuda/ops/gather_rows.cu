@@ -25,7 +25,7 @@ __global__ void gather_rows_kernel(GatherRowsParams p) {
     for (int64_t i = threadIdx.x; i < units; i += blockDim.x) dst[i] = src[i];
     return;
   }
-  const int32_t src_row = p.index[row];
+  const int64_t src_row = int64_t(p.index[row]) - p.first_row;
   Unit* dst = reinterpret_cast<Unit*>(p.out) + row * units;
   if (src_row < 0 || src_row >= p.num_src_rows) {
     for (int64_t i = threadIdx.x; i < units; i += blockDim.x) dst[i] = Unit{};

@@ -24,6 +24,7 @@ struct GatherRowsParams {
   void* out = nullptr;             // [num_rows, row_bytes]; [num_src_rows, row_bytes] with scatter
   int64_t num_rows = 0, num_src_rows = 0, row_bytes = 0;
   bool scatter = false;
+  int64_t first_row = 0;  // gather: index[i] - first_row is the row read (a rank's slice of the vocabulary)
 };
 void run(const GatherRowsParams& p, cudaStream_t stream);
 
@@ -157,7 +158,7 @@ struct MoeExpertsArgs {
 // Scratch of either format's launch for up to max_tokens tokens (ops/moe_workspace.h's layout).
 size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);
 
-// MoeExpertsParams with MXFP4 expert matrices (ops/moe_mxfp4.cu): the token/expert pairs sorted by
+// MoeExpertsParams with MXFP4 expert matrices (ops/moe_mma.cu): the token/expert pairs sorted by
 // expert, per expert a gate/up product with its bias and activation and a down product with its bias (the
 // codes decoded in registers and multiplied on tensor cores), then each token's weighted sum.
 struct Mxfp4MoeParams : MoeExpertsArgs {
@@ -180,6 +181,10 @@ struct Bf16MoeParams : MoeExpertsArgs {
 void run(const Bf16MoeParams& p, cudaStream_t stream);
 // Hidden and ffn multiples of 8 (16-byte rows), at most 1024 experts.
 bool bf16_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
+// The same on tensor cores (ops/moe_mma.cu, the MXFP4 kernels reading bf16 rows): hidden and ffn multiples
+// of 64, at most 1024 experts.
+void run_mma(const Bf16MoeParams& p, cudaStream_t stream);
+bool bf16_moe_mma_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
 
 // Attention of new tokens over the paged KV cache (which already holds their K/V), with the key rules of
 // PagedAttentionParams (ops.h): chains, draft trees (tree_mask) and block-table views (block_positions);
@@ -220,13 +225,22 @@ bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num
 // head_dim % 8 == 0 and head_dim <= 256.
 void run_decode_attention(const AttentionParams& p, cudaStream_t stream);
 bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
-// Multi-head latent attention (ops/mla_attention.cu): v_cache null, one latent row per token (num_kv_heads
-// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta()
+// Multi-head latent attention (ops/mla_attention*.cu): v_cache null, one latent row per token (num_kv_heads
+// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta(kernel)
 // heads, key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge
-// kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule.
-void run_mla_attention(const AttentionParams& p, cudaStream_t stream);
+// kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Two
+// kernels compute it: on tensor cores (mla_attention_mma.cu) where the shape allows, else on CUDA cores.
+enum class MlaKernel : uint8_t { kCudaCores, kTensorCores };
+void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream);
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
-int32_t mla_attention_heads_per_cta();
+// The kernel for a shape: tensor cores when allowed and the shape fits them (head_dim % 16 == 0, head_dim_v
+// 128/256/512, no sinks, q rows 16-byte aligned).
+MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores);
+int32_t mla_attention_heads_per_cta(MlaKernel kernel);
+int32_t mla_attention_ctas_per_sm(MlaKernel kernel);
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks);
+int32_t mla_attention_mma_heads_per_cta();
+void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 

@@ -13,20 +13,18 @@
 // With num_splits > 1 each split writes its unnormalised accumulator and (max, sum) to the workspace and
 // a second kernel merges them per (token, head). The split count depends only on shapes (capturable).
 //
-// What would make it fast (FlashMLA's design, not done here): scores and P V on tensor cores (wgmma, the
-// 64 x 576 query tile of 64 heads as A, latent rows as B from shared memory), latent rows brought in by
-// TMA two chunks ahead of the compute (a producer warp group), accumulators in registers instead of shared
-// memory, P kept in bf16 for the second product, and the split/merge schedule of flash decoding tuned on
-// occupancy. A prefill-shaped step would rather take the GQA-style tensor-core tile over many query tokens.
+// This is the general kernel (any width, sinks); ops/mla_attention_mma.cu computes the same on tensor cores
+// for DeepSeek's and Youtu's shapes, and its split results merge with the merge kernel here.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 
-#include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/mla_work.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/smem.h"
 
 namespace drift::backend::cuda {
 
@@ -68,29 +66,6 @@ struct MlaSmem {
   }
 };
 
-// What one CTA works on.
-struct MlaWork {
-  SeqKeys keys;
-  int token, head0, heads;  // query row, first head, heads in this CTA
-  int q_pos, begin, end;    // the query's position; the slots of this split
-};
-
-template <bool kGeneral>
-__device__ MlaWork mla_work(const AttentionParams& p) {
-  MlaWork w;
-  w.token = int(blockIdx.x);
-  w.head0 = int(blockIdx.y) * kHeads;
-  w.heads = min(kHeads, p.num_heads - w.head0);
-  w.keys = seq_keys<kGeneral>(p, find_sequence(p, w.token));
-  w.q_pos = query_position(p, w.keys, w.token);
-  int first = 0, last = 0;
-  slot_range(p, w.keys, w.q_pos, w.q_pos, first, last);
-  const int num_slots = max(0, last - first), per_split = (num_slots + p.num_splits - 1) / p.num_splits;
-  w.begin = first + int(blockIdx.z) * per_split;
-  w.end = min(first + num_slots, w.begin + per_split);
-  return w;
-}
-
 // q of the CTA's heads into shared memory (pre-scaled), and the softmax state reset.
 __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const MlaSmem& s) {
   const float scale_log2 = p.scale * kLog2e;
@@ -107,21 +82,13 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
 // zeros and marked invisible.
 template <bool kGeneral>
 __device__ void stage_keys(const AttentionParams& p, const MlaWork& w, int chunk, const MlaSmem& s) {
-  if (threadIdx.x < kChunk) {
-    const int slot = chunk + int(threadIdx.x);
-    bool seen = slot < w.end && w.keys.table[slot / p.block_size] >= 0;
-    if constexpr (kGeneral) seen = seen && key_visible(p, w.keys, w.token, w.q_pos, slot_position(p, w.keys, slot));
-    s.visible[threadIdx.x] = seen;
-  }
+  if (threadIdx.x < kChunk) s.visible[threadIdx.x] = mla_slot_visible<kGeneral>(p, w, chunk + int(threadIdx.x));
   __syncthreads();
   const int units = p.head_dim / 8;  // 16-byte pieces of a row
   for (int i = threadIdx.x; i < kChunk * units; i += kThreads) {
     const int r = i / units, c = i % units, slot = chunk + r;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (s.visible[r]) {
-      const int64_t row = int64_t(w.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
-      v = load16(p.k_cache + row * p.head_dim + c * 8);
-    }
+    if (s.visible[r]) v = load16(p.k_cache + mla_slot_row(p, w, slot) * p.head_dim + c * 8);
     store16(s.keys + r * p.head_dim + c * 8, v);
   }
 }
@@ -205,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttentionParams
   pdl_launch_dependents();
   pdl_wait();
   const MlaSmem s = MlaSmem::carve(smem, min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
-  const MlaWork w = mla_work<kGeneral>(p);
+  const MlaWork w = mla_work<kGeneral>(p, int(blockIdx.x), int(blockIdx.y), kHeads, int(blockIdx.z));
   load_queries(p, w, s);
   for (int chunk = w.begin; chunk < w.end; chunk += kChunk) {
     __syncthreads();  // the previous chunk's readers are done (and the queries are in)
@@ -221,35 +188,58 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttentionParams
   write_result(p, w, s);
 }
 
-// grid: (num_tokens, num_heads); block: 128 threads over head_dim_v. out from the splits' partial results.
-__global__ void __launch_bounds__(128) mla_merge_kernel(AttentionParams p) {
+constexpr int kMergeThreads = 256, kMergeWidth = 128;  // a CTA merges 128 value features of one (token, head)
+constexpr int kMaxSplits = 128;
+
+// grid: (num_tokens, num_heads, ceil(head_dim_v / kMergeWidth)); block: kMergeThreads. out from the splits'
+// partial results: the splits' weights first (a thread per split), then warp w sums splits w, w + 8, ...
+// over four features a lane, so every load is independent of the others and in flight together, and the
+// warps' sums meet in shared memory.
+__global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(AttentionParams p) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float4 sums[kMergeThreads / 32][kMergeWidth / 4];
+  __shared__ float scratch[32];
   pdl_launch_dependents();
   pdl_wait();
   const int64_t row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
   const float* lse = p.partial_lse + row * p.num_splits * 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, s = threadIdx.x;
   const float sink = p.sinks != nullptr ? p.sinks[blockIdx.y] * kLog2e : -INFINITY;
+  const float split_max = s < p.num_splits ? lse[2 * s] : -INFINITY;
+  const float warp_top = warp_max(split_max);
+  if (lane == 0) scratch[warp] = warp_top;
+  __syncthreads();
   float m = sink;
-  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, lse[2 * s]);
+  for (int w = 0; w < kMergeThreads / 32; ++w) m = fmaxf(m, scratch[w]);
   const float base = m == -INFINITY ? 0.0f : m;
-  for (int d = threadIdx.x; d < p.head_dim_v; d += blockDim.x) {
-    float l = p.sinks != nullptr ? exp2f(sink - base) : 0.0f, o = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float weight = exp2f(lse[2 * s] - base);
-      l += lse[2 * s + 1] * weight;
-      o += p.partial_out[(row * p.num_splits + s) * p.head_dim_v + d] * weight;
+  const float split_weight = s < p.num_splits ? exp2f(split_max - base) : 0.0f;
+  if (s < p.num_splits) weight[s] = split_weight;
+  const float l = block_sum(s < p.num_splits ? lse[2 * s + 1] * split_weight : 0.0f, scratch) +
+                  (p.sinks != nullptr ? exp2f(sink - base) : 0.0f);
+  const int d = int(blockIdx.z) * kMergeWidth + 4 * lane;
+  float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (d < p.head_dim_v) {
+    const float* partial = p.partial_out + row * p.num_splits * p.head_dim_v + d;
+#pragma unroll 4
+    for (int split = warp; split < p.num_splits; split += kMergeThreads / 32) {
+      const float4 v = *reinterpret_cast<const float4*>(partial + int64_t(split) * p.head_dim_v);
+      const float w = weight[split];
+      o = make_float4(o.x + v.x * w, o.y + v.y * w, o.z + v.z * w, o.w + v.w * w);
     }
-    p.out[row * p.head_dim_v + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
   }
+  sums[warp][lane] = o;
+  __syncthreads();
+  if (threadIdx.x >= kMergeWidth) return;
+  const int f = int(threadIdx.x), feature = int(blockIdx.z) * kMergeWidth + f;
+  if (feature >= p.head_dim_v) return;
+  float total = 0.0f;
+  for (int w = 0; w < kMergeThreads / 32; ++w) total += reinterpret_cast<const float*>(&sums[w][0])[f];
+  p.out[row * p.head_dim_v + feature] = __float2bfloat16(l > 0.0f ? total / l : 0.0f);
 }
 
 template <bool kGeneral>
 void launch_mla(const AttentionParams& p, size_t smem, cudaStream_t stream) {
-  static std::atomic<size_t> allowed{0};  // the kernel's dynamic shared memory opt-in, raised as needed
-  if (smem > allowed.load()) {
-    DRIFT_CUDA_CHECK(
-        cudaFuncSetAttribute(mla_attention_kernel<kGeneral>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    allowed.store(smem);
-  }
+  allow_dynamic_smem<mla_attention_kernel<kGeneral>>(smem);
   const dim3 grid(unsigned(p.num_tokens), unsigned(ceil_div(p.num_heads, kHeads)), unsigned(p.num_splits));
   launch(mla_attention_kernel<kGeneral>, grid, kThreads, smem, stream, p);
 }
@@ -258,19 +248,37 @@ void launch_mla(const AttentionParams& p, size_t smem, cudaStream_t stream) {
 
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads) {
   return num_kv_heads == 1 && head_dim % 8 == 0 && head_dim > 0 && head_dim <= kMaxDim && head_dim_v > 0 &&
-         head_dim_v <= head_dim;
+         head_dim_v % 4 == 0 && head_dim_v <= head_dim;
 }
 
-int32_t mla_attention_heads_per_cta() { return kHeads; }
+MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores) {
+  const bool fits = mla_attention_mma_supports(p.head_dim, p.head_dim_v, p.sinks != nullptr) && p.q_row_stride % 8 == 0;
+  return allow_tensor_cores && fits ? MlaKernel::kTensorCores : MlaKernel::kCudaCores;
+}
 
-void run_mla_attention(const AttentionParams& p, cudaStream_t stream) {
+int32_t mla_attention_heads_per_cta(MlaKernel kernel) {
+  return kernel == MlaKernel::kTensorCores ? mla_attention_mma_heads_per_cta() : kHeads;
+}
+
+// The tensor-core kernel's shared memory (two stages of 64 latent rows) leaves room for one CTA per SM;
+// the CUDA-core kernel's for two at DeepSeek's widths.
+int32_t mla_attention_ctas_per_sm(MlaKernel kernel) { return kernel == MlaKernel::kTensorCores ? 1 : 2; }
+
+void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
-  const size_t smem = MlaSmem::bytes(std::min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
-  if (attention_is_general(p))
-    launch_mla<true>(p, smem, stream);
-  else
-    launch_mla<false>(p, smem, stream);
-  if (p.num_splits > 1) launch(mla_merge_kernel, dim3(unsigned(p.num_tokens), unsigned(p.num_heads)), 128, 0, stream, p);
+  if (kernel == MlaKernel::kTensorCores) {
+    run_mla_attention_mma(p, stream);
+  } else {
+    const size_t smem = MlaSmem::bytes(std::min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
+    if (attention_is_general(p))
+      launch_mla<true>(p, smem, stream);
+    else
+      launch_mla<false>(p, smem, stream);
+  }
+  if (p.num_splits > 1)
+    launch(mla_merge_kernel,
+           dim3(unsigned(p.num_tokens), unsigned(p.num_heads), unsigned(ceil_div(p.head_dim_v, kMergeWidth))),
+           kMergeThreads, 0, stream, p);
 }
 
 }  // namespace drift::backend::cuda

@@ -1,4 +1,4 @@
-// The routed experts' bookkeeping around the products (moe_mxfp4.cu, moe_bf16.cu): grouping the (token, choice)
+// The routed experts' bookkeeping around the products (moe_mma.cu, moe_bf16.cu): grouping the (token, choice)
 // pairs by expert into tiles, and each token's weighted sum of its experts' outputs. Grouping uses shared
 // atomics, so the order of an expert's pairs within its tiles varies from run to run; each pair's output
 // depends only on its own token (a tensor-core product never mixes columns), and the sum runs in choice

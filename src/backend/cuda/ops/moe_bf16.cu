@@ -8,9 +8,8 @@
 // threads owns one input and 4 of the rows. A gate/up CTA's rows are 32 gate rows then their 32 up rows,
 // so a thread holds a feature's gate and up together and applies the activation itself.
 //
-// What would make it fast (not done): the weights as the A operand of tensor-core mma (as moe_mxfp4.cu
-// does with decoded codes) or wgmma with TMA-fed stages for prefill-sized tiles, split-k over warps for
-// decode tiles of one or two tokens, and 16-byte loads kept in registers instead of staged as floats.
+// This is the general path (widths that are multiples of 8); moe_mma.cu runs widths that are multiples of 64
+// (DeepSeek's) on tensor cores with the MXFP4 kernels' schedule.
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/moe_workspace.h"

@@ -16,6 +16,7 @@
 #include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/smem.h"
 
 namespace drift::backend::cuda {
 
@@ -286,12 +287,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
 template <int kDim, bool kGeneral>
 void launch_kernel(const AttentionParams& p, cudaStream_t stream) {
   constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
-  static const bool configured = [] {
-    DRIFT_CUDA_CHECK(
-        cudaFuncSetAttribute(prefill_attention_kernel<kDim, kGeneral>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    return true;
-  }();
-  (void)configured;
+  allow_dynamic_smem<prefill_attention_kernel<kDim, kGeneral>>(kSmem);
   const int group = p.num_heads / p.num_kv_heads;
   const int tokens_per_tile = kBlockM / group;
   const dim3 grid(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));

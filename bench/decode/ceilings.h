@@ -1,0 +1,50 @@
+// The two ceilings every GPU benchmark here is judged against, measured on the device in the same run: a
+// large device-to-device copy (bytes read + written) and an 8192^3 bf16 product through the backend's own
+// linear op (cuBLASLt), on random data. And the timing helper they and the benchmarks share.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/runtime/check.h"
+
+namespace drift::bench {
+
+struct Ceilings {
+  double bandwidth = 0;  // bytes/s
+  double bf16_rate = 0;  // FLOP/s
+};
+
+Ceilings measure_ceilings(backend::CudaOps& ops);
+
+// Values uniform in [-0.05, 0.05) as bf16 bits, from a seeded xorshift.
+std::vector<uint16_t> random_bf16(size_t n, uint64_t seed);
+
+// Median seconds of `body` over `reps` runs after `warmup`, timed with CUDA events on `stream`.
+template <class F>
+double time_on_stream(cudaStream_t stream, int warmup, int reps, F&& body) {
+  for (int i = 0; i < warmup; ++i) body();
+  cudaEvent_t start, stop;
+  DRIFT_CUDA_CHECK(cudaEventCreate(&start));
+  DRIFT_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  for (int i = 0; i < reps; ++i) {
+    DRIFT_CUDA_CHECK(cudaEventRecord(start, stream));
+    body();
+    DRIFT_CUDA_CHECK(cudaEventRecord(stop, stream));
+    DRIFT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    DRIFT_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e-3;
+}
+
+}  // namespace drift::bench

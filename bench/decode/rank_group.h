@@ -1,0 +1,20 @@
+// Tensor-parallel ranks for drift_bench_decode: the GPUs 1..N-1 beside the bench's own (GPU 0), joined
+// over NCCL, and the time of one all-reduce of a decode step's hidden state among them.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_ops.h"
+#include "model/tensor_parallel_model.h"
+
+namespace drift::bench {
+
+// `first` (GPU 0) and new backends on GPUs 1..world-1, every one with a communicator of one NCCL group.
+// Refused without NCCL in this build or with fewer GPUs.
+Expected<model::RankBackends> make_cuda_ranks(backend::CudaOps& first, int32_t world);
+
+// Median microseconds of one all-reduce (sum) of [rows, hidden] bf16 over every rank of `ranks`, all
+// ranks launching it at once as a step does; each timed call is followed by a synchronisation of rank 0.
+double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden);
+
+}  // namespace drift::bench

@@ -1,0 +1,47 @@
+// What one CTA of an MLA attention kernel works on: a query token, a group of its heads and one split of
+// the keys it sees. Shared by the CUDA-core kernel and the tensor-core one (ops/mla_attention*.cu), so
+// that both split a query's keys the same way and their partial results merge with one kernel.
+#pragma once
+
+#include "backend/cuda/kernels/attention_keys.cuh"
+
+namespace drift::backend::cuda {
+
+struct MlaWork {
+  SeqKeys keys;
+  int token, head0, heads;  // query row, first head, heads in this CTA
+  int q_pos, begin, end;    // the query's position; the slots of this split
+};
+
+// `split` of p.num_splits equal parts of the slots the query may see.
+template <bool kGeneral>
+__device__ __forceinline__ MlaWork mla_work(const AttentionParams& p, int token, int head_group, int heads_per_cta,
+                                            int split) {
+  MlaWork w;
+  w.token = token;
+  w.head0 = head_group * heads_per_cta;
+  w.heads = min(heads_per_cta, p.num_heads - w.head0);
+  w.keys = seq_keys<kGeneral>(p, find_sequence(p, w.token));
+  w.q_pos = query_position(p, w.keys, w.token);
+  int first = 0, last = 0;
+  slot_range(p, w.keys, w.q_pos, w.q_pos, first, last);
+  const int num_slots = max(0, last - first), per_split = (num_slots + p.num_splits - 1) / p.num_splits;
+  w.begin = first + split * per_split;
+  w.end = min(first + num_slots, w.begin + per_split);
+  return w;
+}
+
+// Whether slot `slot` of the work's range holds a key its query sees (slots past the range do not).
+template <bool kGeneral>
+__device__ __forceinline__ bool mla_slot_visible(const AttentionParams& p, const MlaWork& w, int slot) {
+  bool seen = slot < w.end && w.keys.table[slot / p.block_size] >= 0;
+  if constexpr (kGeneral) seen = seen && key_visible(p, w.keys, w.token, w.q_pos, slot_position(p, w.keys, slot));
+  return seen;
+}
+
+// The cache row (block * block_size + offset) of a slot.
+__device__ __forceinline__ int64_t mla_slot_row(const AttentionParams& p, const MlaWork& w, int slot) {
+  return int64_t(w.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
+}
+
+}  // namespace drift::backend::cuda

@@ -1,0 +1,88 @@
+#include "backend/cuda/nccl_communicator.h"
+
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/runtime/check.h"
+
+namespace drift::backend {
+
+namespace {
+
+#define DRIFT_NCCL_CHECK(call)                                                                 \
+  do {                                                                                         \
+    const ncclResult_t r_ = (call);                                                            \
+    DRIFT_CHECK(r_ == ncclSuccess, "{} failed: {}", #call, ncclGetErrorString(r_));             \
+  } while (0)
+
+ncclDataType_t nccl_type(const Tensor& x) {
+  DRIFT_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, "NCCL all_reduce of {}: F32 or BF16 only", x.describe());
+  return x.dtype == DType::kF32 ? ncclFloat32 : ncclBfloat16;
+}
+
+}  // namespace
+
+Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::for_local_devices(
+    std::span<CudaOps* const> ops) {
+  const int n = int(ops.size());
+  std::vector<int> devices;
+  for (CudaOps* o : ops) devices.push_back(o->options().device);
+  std::vector<ncclComm_t> comms(size_t(n), nullptr);
+  if (const ncclResult_t r = ncclCommInitAll(comms.data(), n, devices.data()); r != ncclSuccess)
+    return Status(StatusCode::kInternal, fmt::format("NCCL could not join {} local GPUs: {}", n, ncclGetErrorString(r)));
+  std::vector<std::unique_ptr<NcclCommunicator>> out;
+  for (int r = 0; r < n; ++r)
+    out.push_back(std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comms[size_t(r)], *ops[size_t(r)], r, n)));
+  return out;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (gathered_ != nullptr) cudaFree(gathered_);
+  if (!aborted_) ncclCommDestroy(comm_);
+}
+
+void NcclCommunicator::all_reduce_sum(const Tensor& x) {
+  DRIFT_NCCL_CHECK(ncclAllReduce(x.data, x.data, size_t(x.numel()), nccl_type(x), ncclSum, comm_, ops_->stream()));
+}
+
+void NcclCommunicator::all_gather_columns(const Tensor& x, const Tensor& out) {
+  const size_t elem = dtype_size(x.dtype), cols = size_t(x.size(-1)), rows = size_t(x.numel()) / cols;
+  DRIFT_CHECK_EQ(out.numel(), x.numel() * world_);
+  // NCCL stacks the ranks' parts; each part's rows then go to their column block of `out`. The staging
+  // buffer grows on the first steps of a new size (never inside a captured step of that size).
+  if (gathered_bytes_ < out.nbytes()) {
+    if (gathered_ != nullptr) DRIFT_CUDA_CHECK(cudaFree(gathered_));
+    DRIFT_CUDA_CHECK(cudaMalloc(&gathered_, out.nbytes()));
+    gathered_bytes_ = out.nbytes();
+  }
+  DRIFT_NCCL_CHECK(ncclAllGather(x.data, gathered_, x.nbytes(), ncclUint8, comm_, ops_->stream()));
+  const size_t part = cols * elem;
+  for (int32_t r = 0; r < world_; ++r)
+    DRIFT_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(out.data) + size_t(r) * part, part * size_t(world_),
+                                       static_cast<const char*>(gathered_) + size_t(r) * rows * part, part, part, rows,
+                                       cudaMemcpyDeviceToDevice, ops_->stream()));
+}
+
+void NcclCommunicator::broadcast(const Tensor& x, int32_t root) {
+  DRIFT_NCCL_CHECK(ncclBroadcast(x.data, x.data, x.nbytes(), ncclUint8, root, comm_, ops_->stream()));
+}
+
+Status NcclCommunicator::status() const {
+  if (aborted_) return Status(StatusCode::kInternal, "NCCL group aborted: " + abort_reason_);
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess || async != ncclSuccess)
+    return Status(StatusCode::kInternal, fmt::format("NCCL rank {} of {}: {}", rank_, world_, ncclGetErrorString(async)));
+  return Status::Ok();
+}
+
+void NcclCommunicator::abort(const std::string& reason) {
+  static std::mutex first;  // one abort per communicator, whichever rank's thread comes first
+  std::lock_guard lock(first);
+  if (aborted_) return;
+  abort_reason_ = reason;
+  aborted_ = true;
+  ncclCommAbort(comm_);  // wakes this rank's kernels waiting on a peer that will not come
+}
+
+}  // namespace drift::backend

@@ -1,0 +1,283 @@
+// Multi-head latent attention on tensor cores (mma.sync m16n8k16, bf16 operands, fp32 accumulators): the
+// same function as ops/mla_attention.cu's CUDA-core kernel, for the shapes DeepSeek and Youtu use (latent
+// rows of head_dim % 16 == 0, values of 128, 256 or 512 features, no sinks).
+//
+// One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
+// row a CTA reads serves all of them (MLA's point). Per chunk of 64 latent rows, brought into shared memory
+// by cp.async one chunk ahead of the compute (two stages):
+//   scores  S[16, 64]  = Q[16, D] K[64, D]^T   (warp w: keys 8w .. 8w + 7, all of D)
+//   softmax per head, online in fp32; the weights rounded to bf16 once, for the product and the sum alike
+//   values  O[16, dv] += P[16, 64] V[64, dv]   (warp w: dv / 8 columns, accumulators in registers)
+// where V is the first dv features of the same rows (FlashMLA's shared K=V latent). Split results go to the
+// workspace in the CUDA-core kernel's format and merge with its merge kernel.
+//
+// Not done (FlashMLA's further steps): wgmma with Q in registers and 64 heads per CTA (V3's 128 heads read
+// each row twice here, 8 CTAs of 16), a TMA producer warp group, and several query tokens of one sequence
+// packed into M for speculative verification.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/mla_work.cuh"
+#include "backend/cuda/kernels/mma.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
+#include "backend/cuda/ops/launch.h"
+#include "backend/cuda/runtime/check.h"
+#include "backend/cuda/runtime/smem.h"
+
+namespace drift::backend::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16;    // query heads per CTA: the products' M
+constexpr int kKeys = 64;    // latent rows per chunk: 8 per warp in the score product
+constexpr int kPad = 8;      // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
+constexpr int kScoreLd = kKeys + 4;
+constexpr int kProbLd = kKeys + kPad;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr size_t kMaxSmem = 227 * 1024;
+
+// The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes).
+struct MmaSmem {
+  bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads
+  bf16* keys;        // [2, kKeys, ld]: two stages of latent rows, zero where not visible
+  bf16* probs;       // [kRows, kProbLd]: the chunk's softmax weights
+  float* scores;     // [kRows, kScoreLd]: the chunk's scores (log2 units)
+  float* max;        // [kRows] running max
+  float* sum;        // [kRows] running sum of weights
+  float* alpha;      // [kRows] this chunk's rescale of the accumulators
+  int32_t* visible;  // [2, kKeys] whether a staged row is a key the query sees
+  int ld;            // head_dim + kPad
+
+  static size_t bytes(int head_dim) {
+    return size_t(kRows + 2 * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
+           size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4;
+  }
+  __device__ static MmaSmem carve(uint8_t* base, int head_dim) {
+    MmaSmem s;
+    s.ld = head_dim + kPad;
+    s.q = reinterpret_cast<bf16*>(base);
+    s.keys = s.q + kRows * s.ld;
+    s.probs = s.keys + 2 * kKeys * s.ld;
+    s.scores = reinterpret_cast<float*>(s.probs + kRows * kProbLd);
+    s.max = s.scores + kRows * kScoreLd;
+    s.sum = s.max + kRows;
+    s.alpha = s.sum + kRows;
+    s.visible = reinterpret_cast<int32_t*>(s.alpha + kRows);
+    return s;
+  }
+  __device__ bf16* stage_keys(int stage) const { return keys + stage * kKeys * ld; }
+  __device__ int32_t* stage_visible(int stage) const { return visible + stage * kKeys; }
+};
+
+// The CTA's queries into shared memory (cp.async, committed with the first chunk), the softmax state reset.
+__device__ void load_queries(const AttentionParams& p, const MlaWork& w, const MmaSmem& s) {
+  const int units = p.head_dim / 8;
+  for (int i = threadIdx.x; i < kRows * units; i += kThreads) {
+    const int r = i / units, c = i % units;
+    const bool real = r < w.heads;
+    const bf16* src = real ? p.q + int64_t(w.token) * p.q_row_stride + int64_t(w.head0 + r) * p.head_dim + c * 8 : p.q;
+    cp_async16(s.q + r * s.ld + c * 8, src, real);
+  }
+  if (threadIdx.x < kRows) {
+    s.max[threadIdx.x] = -INFINITY;
+    s.sum[threadIdx.x] = 0.0f;
+  }
+}
+
+// Latent rows of slots [chunk, chunk + kKeys) into a stage, four threads a row; rows the query does not see
+// become zeros (never read from the cache) and are marked.
+template <bool kGeneral>
+__device__ void stage_chunk(const AttentionParams& p, const MlaWork& w, int chunk, bf16* keys, int32_t* visible,
+                            int ld) {
+  constexpr int kPerRow = kThreads / kKeys;
+  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow, slot = chunk + r;
+  const bool seen = mla_slot_visible<kGeneral>(p, w, slot);
+  if (part == 0) visible[r] = seen;
+  const bf16* row = seen ? p.k_cache + mla_slot_row(p, w, slot) * p.head_dim : p.k_cache;
+  for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, seen ? row + c * 8 : row, seen);
+}
+
+// scores = Q K^T * scale (log2 units), -inf for keys not seen. Warp w computes the keys 8w .. 8w + 7.
+__device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf16* keys, const int32_t* visible) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bf16* a_row = s.q + (lane % 16) * s.ld + (lane / 16) * 8;
+  const bf16* b_row = keys + (warp * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
+  // Two accumulators over alternate k steps halve the chain of dependent mma.
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int k = 0;
+  for (; k + 32 <= p.head_dim; k += 32) {
+    uint32_t a0[4], a1[4], b0[2], b1[2];
+    ldmatrix_x4(a0, a_row + k);
+    ldmatrix_x2(b0, b_row + k);
+    ldmatrix_x4(a1, a_row + k + 16);
+    ldmatrix_x2(b1, b_row + k + 16);
+    mma_bf16_16816(acc, a0, b0[0], b0[1]);
+    mma_bf16_16816(odd, a1, b1[0], b1[1]);
+  }
+  if (k < p.head_dim) {
+    uint32_t a[4], b[2];
+    ldmatrix_x4(a, a_row + k);
+    ldmatrix_x2(b, b_row + k);
+    mma_bf16_16816(acc, a, b[0], b[1]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] += odd[i];
+  const float scale = p.scale * kLog2e;
+  const int g = lane / 4, col = warp * 8 + 2 * (lane % 4);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i / 2), key = col + i % 2;
+    s.scores[row * kScoreLd + key] = visible[key] ? acc[i] * scale : -INFINITY;
+  }
+}
+
+// Online softmax per head (a warp per head, two keys a lane): weights into probs, rescale into alpha.
+__device__ void softmax_chunk(const MmaSmem& s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int row = warp; row < kRows; row += kWarps) {
+    const float x0 = s.scores[row * kScoreLd + lane], x1 = s.scores[row * kScoreLd + lane + 32];
+    const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(fmaxf(x0, x1)));
+    const bool none = new_max == -INFINITY;
+    const bf16 p0 = __float2bfloat16(none ? 0.0f : exp2f(x0 - new_max));
+    const bf16 p1 = __float2bfloat16(none ? 0.0f : exp2f(x1 - new_max));
+    const float chunk_sum = warp_sum(__bfloat162float(p0) + __bfloat162float(p1));
+    s.probs[row * kProbLd + lane] = p0;
+    s.probs[row * kProbLd + lane + 32] = p1;
+    if (lane == 0) {
+      const float alpha = none ? 0.0f : exp2f(old_max - new_max);
+      s.max[row] = new_max;
+      s.sum[row] = s.sum[row] * alpha + chunk_sum;
+      s.alpha[row] = alpha;
+    }
+  }
+}
+
+// acc = acc * alpha + P V for the warp's kTiles column tiles of 8 (V: the first dv features of the rows).
+template <int kTiles>
+__device__ void accumulate_chunk(const MmaSmem& s, const bf16* keys, float (&acc)[kTiles][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const float alpha_lo = s.alpha[g], alpha_hi = s.alpha[g + 8];
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+    acc[n][0] *= alpha_lo;
+    acc[n][1] *= alpha_lo;
+    acc[n][2] *= alpha_hi;
+    acc[n][3] *= alpha_hi;
+  }
+  const int d0 = warp * kTiles * 8;
+  const bf16* b_row = keys + (((lane / 8) % 2) * 8 + lane % 8) * s.ld + d0 + (lane / 16) * 8;
+#pragma unroll
+  for (int k = 0; k < kKeys; k += 16) {
+    uint32_t a[4];
+    ldmatrix_x4(a, s.probs + (lane % 16) * kProbLd + k + (lane / 16) * 8);
+#pragma unroll
+    for (int n = 0; n < kTiles; n += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, b_row + k * s.ld + n * 8);
+      mma_bf16_16816(acc[n], a, b[0], b[1]);
+      mma_bf16_16816(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// out = acc / sum, or with several splits the unnormalised acc and (max, sum) for the merge kernel.
+template <int kTiles>
+__device__ void write_result(const AttentionParams& p, const MlaWork& w, const MmaSmem& s, const float (&acc)[kTiles][4],
+                             int split) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int h = g + 8 * half;
+    if (h >= w.heads) continue;
+    const int64_t row = int64_t(w.token) * p.num_heads + w.head0 + h;
+    const float sum = s.sum[h];
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+      const int d = (warp * kTiles + n) * 8 + 2 * t;
+      const float o0 = acc[n][2 * half], o1 = acc[n][2 * half + 1];
+      if (p.num_splits > 1) {
+        *reinterpret_cast<float2*>(p.partial_out + (row * p.num_splits + split) * p.head_dim_v + d) = make_float2(o0, o1);
+      } else {
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        *reinterpret_cast<__nv_bfloat162*>(p.out + row * p.head_dim_v + d) = __floats2bfloat162_rn(o0 * inv, o1 * inv);
+      }
+    }
+    if (p.num_splits > 1 && warp == 0 && t == 0) {
+      p.partial_lse[(row * p.num_splits + split) * 2] = s.max[h];
+      p.partial_lse[(row * p.num_splits + split) * 2 + 1] = sum;
+    }
+  }
+}
+
+// grid: (num_tokens * head groups, num_splits), head groups fastest so the CTAs that read the same latent
+// rows run side by side; block: kThreads; dynamic shared memory: MmaSmem::bytes(head_dim).
+template <bool kGeneral, int kTiles>
+__global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  pdl_launch_dependents();
+  pdl_wait();
+  const MmaSmem s = MmaSmem::carve(smem, p.head_dim);
+  const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
+  const MlaWork w = mla_work<kGeneral>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
+  load_queries(p, w, s);
+  if (w.begin < w.end) stage_chunk<kGeneral>(p, w, w.begin, s.stage_keys(0), s.stage_visible(0), s.ld);
+  cp_async_commit();
+  float acc[kTiles][4] = {};
+  int stage = 0;
+  for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage ^= 1) {
+    if (chunk + kKeys < w.end)
+      stage_chunk<kGeneral>(p, w, chunk + kKeys, s.stage_keys(stage ^ 1), s.stage_visible(stage ^ 1), s.ld);
+    cp_async_commit();
+    cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
+    __syncthreads();
+    score_chunk(p, s, s.stage_keys(stage), s.stage_visible(stage));
+    __syncthreads();
+    softmax_chunk(s);
+    __syncthreads();
+    accumulate_chunk<kTiles>(s, s.stage_keys(stage), acc);
+    __syncthreads();  // the stage is refilled by the next iteration
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  write_result<kTiles>(p, w, s, acc, split);
+}
+
+template <bool kGeneral, int kTiles>
+void launch_mma(const AttentionParams& p, cudaStream_t stream) {
+  const size_t smem = MmaSmem::bytes(p.head_dim);
+  allow_dynamic_smem<mla_mma_kernel<kGeneral, kTiles>>(smem);
+  const int64_t groups = ceil_div(p.num_heads, kRows);
+  launch(mla_mma_kernel<kGeneral, kTiles>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
+         smem, stream, p);
+}
+
+template <bool kGeneral>
+void launch_general(const AttentionParams& p, cudaStream_t stream) {
+  switch (p.head_dim_v / (8 * kWarps)) {
+    case 2: return launch_mma<kGeneral, 2>(p, stream);
+    case 4: return launch_mma<kGeneral, 4>(p, stream);
+    default: return launch_mma<kGeneral, 8>(p, stream);
+  }
+}
+
+}  // namespace
+
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks) {
+  const bool dv_ok = head_dim_v == 128 || head_dim_v == 256 || head_dim_v == 512;
+  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim_v <= head_dim && MmaSmem::bytes(head_dim) <= kMaxSmem;
+}
+
+int32_t mla_attention_mma_heads_per_cta() { return kRows; }
+
+void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream) {
+  if (attention_is_general(p))
+    launch_general<true>(p, stream);
+  else
+    launch_general<false>(p, stream);
+}
+
+}  // namespace drift::backend::cuda

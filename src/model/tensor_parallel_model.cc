@@ -1,0 +1,167 @@
+#include "model/tensor_parallel_model.h"
+
+#include <fmt/format.h>
+
+#include "model/layer_plan.h"
+#include "model/tensor_split.h"
+
+namespace drift::model {
+
+namespace {
+
+// Every tensor of a step's inputs, in one order that all ranks share.
+std::vector<Tensor*> input_tensors(ForwardContext& c) {
+  std::vector<Tensor*> t = {&c.token_ids, &c.positions, &c.tree_mask, &c.query_start, &c.context_lens, &c.logits_rows};
+  for (KvGroupContext& g : c.kv_groups)
+    t.insert(t.end(), {&g.slot_mapping, &g.block_tables, &g.block_positions, &g.view_blocks});
+  return t;
+}
+
+class TensorParallelModel final : public Model {
+ public:
+  TensorParallelModel(const weights::ModelConfig& config, RankBackends ranks)
+      : Model(config), owned_(std::move(ranks.others)), inputs_(owned_.size() + 1), logits_(owned_.size() + 1) {
+    ops_.push_back(ranks.first);
+    for (const auto& o : owned_) ops_.push_back(o.get());
+    models_.resize(ops_.size());
+    threads_ = std::make_unique<backend::RankThreads>(int32_t(ops_.size()), [this](const Status& failure) {
+      for (backend::Ops* ops : ops_)
+        if (ops->communicator() != nullptr) ops->communicator()->abort(failure.message());
+    });
+  }
+
+  Status load(const std::string& model_dir, const LoadOptions& options) {
+    DRIFT_RETURN_IF_ERROR(on_every_rank([&](int32_t r) -> Status {
+      LoadOptions mine = options;
+      if (r != 0) mine.progress = nullptr;  // rank 0 speaks for the group
+      DRIFT_ASSIGN_OR_RETURN(models_[size_t(r)], load_model(model_dir, *ops_[size_t(r)], mine));
+      return Status::Ok();
+    }));
+    description_ = models_[0]->description();
+    num_parameters_ = models_[0]->num_parameters();
+    return Status::Ok();
+  }
+
+  std::vector<core::KvSpec> kv_specs(DType kv_dtype) const override { return models_[0]->kv_specs(kv_dtype); }
+
+  void allocate_kv_cache(std::span<const int32_t> num_blocks, int32_t block_size, DType kv_dtype) override {
+    check(on_every_rank([&](int32_t r) {
+      models_[size_t(r)]->allocate_kv_cache(num_blocks, block_size, kv_dtype);
+      return Status::Ok();
+    }));
+  }
+
+  void allocate_workspace(int32_t max_tokens, int32_t max_logits) override {
+    check(on_every_rank([&](int32_t r) {
+      models_[size_t(r)]->allocate_workspace(max_tokens, max_logits);
+      // Rank 0 writes the caller's logits; the others need their own for the gather's result.
+      if (r != 0) logits_[size_t(r)] = ops_[size_t(r)]->alloc(DType::kF32, {std::max(max_logits, 1), vocab_size()});
+      return Status::Ok();
+    }));
+  }
+
+  void forward(const ForwardContext& ctx, const Tensor& logits) override {
+    keep_failure(on_every_rank([&](int32_t r) {
+      const ForwardContext mine = share_inputs(r, ctx);
+      const Tensor out = r == 0 ? logits : logits_[size_t(r)].view.slice(0, ctx.num_logits);
+      models_[size_t(r)]->forward(mine, out);
+      return communicator_status(r);
+    }));
+  }
+
+  void move_kv(std::span<const KvRowMoves> groups) override {
+    keep_failure(on_every_rank([&](int32_t r) {
+      std::vector<KvRowMoves> mine(groups.begin(), groups.end());
+      std::vector<Tensor*> tensors;
+      for (KvRowMoves& m : mine) tensors.insert(tensors.end(), {&m.from, &m.to});
+      share(r, tensors);
+      models_[size_t(r)]->move_kv(mine);
+      return communicator_status(r);
+    }));
+  }
+
+  Status status() const override { return failure_; }
+
+  Status set_hidden_taps(std::span<const int32_t>) override {
+    return unsupported(fmt::format("{}: hidden-state taps (EAGLE-3) run on one rank, not {} tensor-parallel ranks",
+                                   config_.architecture, ops_.size()));
+  }
+
+ private:
+  Status on_every_rank(const std::function<Status(int32_t)>& work) {
+    return threads_->run([&](int32_t r) {
+      ops_[size_t(r)]->bind_thread();
+      return work(r);
+    });
+  }
+
+  Status communicator_status(int32_t r) const {
+    const backend::Communicator* comm = ops_[size_t(r)]->communicator();
+    return comm != nullptr ? comm->status() : Status::Ok();
+  }
+
+  // Sizing the buffers happens once, at load: a rank failing there stops the process with its message.
+  static void check(const Status& s) { DRIFT_CHECK(s.ok(), "{}", s.to_string()); }
+  // A step's failure is kept for status(): the group is spent, and every later step returns the same error.
+  void keep_failure(const Status& s) {
+    if (!s.ok() && failure_.ok()) failure_ = s;
+  }
+
+  // The step's inputs as rank r sees them: rank 0's own tensors, broadcast into each other rank's memory.
+  ForwardContext share_inputs(int32_t r, const ForwardContext& ctx) {
+    ForwardContext mine = ctx;
+    if (r != 0) mine.query_tap = nullptr;  // SpecPV's scores read rank 0's queries
+    share(r, input_tensors(mine));
+    return mine;
+  }
+
+  // Broadcasts each defined tensor from rank 0; on the other ranks it is repointed into their arena.
+  void share(int32_t r, const std::vector<Tensor*>& tensors) {
+    backend::Ops& ops = *ops_[size_t(r)];
+    if (r != 0) {
+      int64_t words = 0;
+      for (const Tensor* t : tensors)
+        if (t->defined()) words += int64_t((t->nbytes() + 3) / 4);
+      backend::Buffer& arena = inputs_[size_t(r)];
+      // Grows to the largest step seen (the first steps of each shape; never inside a captured one).
+      if (!arena.view.defined() || arena.view.numel() < words) arena = ops.alloc(DType::kI32, {std::max<int64_t>(words * 2, 1024)});
+      char* next = static_cast<char*>(arena.view.data);
+      for (Tensor* t : tensors) {
+        if (!t->defined()) continue;
+        Tensor local = *t;
+        local.data = next;
+        local.device = arena.view.device;
+        next += (t->nbytes() + 3) / 4 * 4;
+        *t = local;
+      }
+    }
+    for (Tensor* t : tensors)
+      if (t->defined()) ops.broadcast(*t, 0);
+  }
+
+  std::vector<backend::Ops*> ops_;                    // [world] rank r's backend
+  std::vector<std::unique_ptr<backend::Ops>> owned_;  // ranks 1..world-1
+  std::vector<std::unique_ptr<Model>> models_;        // [world] rank r's share of the model
+  std::vector<backend::Buffer> inputs_;               // [world] int32 arena of a step's inputs (ranks > 0)
+  std::vector<backend::Buffer> logits_;               // [world] [max_logits, vocab] fp32 (ranks > 0)
+  std::unique_ptr<backend::RankThreads> threads_;
+  Status failure_;  // the first failed step's error; ok while the group works
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Model>> load_tensor_parallel(const std::string& model_dir, RankBackends ranks,
+                                                      const LoadOptions& options) {
+  DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig config, weights::load_model_config(model_dir));
+  for (const auto& other : ranks.others)
+    if (other->world_size() != ranks.world_size() || ranks.first->world_size() != ranks.world_size())
+      return invalid_argument(fmt::format("{} backends given for a group of {} ranks", ranks.world_size(),
+                                          other->world_size()));
+  // Refused once, by the field, before any rank reads a weight.
+  DRIFT_RETURN_IF_ERROR(check_tensor_split(config, plan_layers(config), ranks.world_size()));
+  auto model = std::make_unique<TensorParallelModel>(config, std::move(ranks));
+  DRIFT_RETURN_IF_ERROR(model->load(model_dir, options));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace drift::model

@@ -1,0 +1,87 @@
+// The engine with the model split over 2 CPU ranks (threads, EngineConfig::tensor_parallel): every fixture
+// gives transformers' greedy continuations through chunked prefill and prefix reuse, the default model the
+// same tokens as one rank, no KV block is left held, and a split that cannot be made is refused by name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine_test_util.h"
+
+namespace drift::testing {
+namespace {
+
+class TensorParallelEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TensorParallelEngineTest, GreedyMatchesTransformersOverTwoRanks) {
+  std::ifstream in(std::string(DRIFT_FIXTURES_DIR) + "/models/" + GetParam() + "/golden.json");
+  const auto golden = nlohmann::json::parse(in);
+  std::vector<Request> requests;
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& p : golden["prompts"]) {
+    requests.push_back(greedy_request(p["ids"].get<std::vector<int32_t>>(), int32_t(p["greedy"].size())));
+    expected.push_back(p["greedy"].get<std::vector<int32_t>>());
+  }
+  EngineConfig config = fixture_engine_config(GetParam());
+  config.tensor_parallel = 2;
+  config.max_num_batched_tokens = 7;
+  config.max_num_seqs = 4;
+  auto engine = Engine::create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<Collected> results = run_all(**engine, requests);
+    for (size_t i = 0; i < results.size(); ++i)
+      EXPECT_EQ(results[i].tokens, expected[i]) << "prompt " << i << ", pass " << pass;
+  }
+  const EngineMetrics m = wait_until_idle(**engine);
+  EXPECT_GT(m.prefix_cache_hits, 0);
+  EXPECT_EQ(m.kv_blocks_used, 0) << "a block leaked";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelEngineTest,
+                         ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3",
+                                           "youtu", "gpt_oss"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+std::vector<std::vector<int32_t>> default_model_tokens(int32_t tensor_parallel) {
+  EngineConfig config;
+  config.model_dir = std::string(DRIFT_MODELS_DIR) + "/default";
+  config.kv_cache_bytes = 16 << 20;
+  config.max_num_seqs = 8;
+  config.tensor_parallel = tensor_parallel;
+  auto engine = Engine::create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 4; ++i)
+    requests.push_back(greedy_request({0, 40 + i, 700 + 13 * i, 2048 + i, 11 * i + 5}, 24));
+  std::vector<std::vector<int32_t>> tokens;
+  for (const Collected& c : run_all(**engine, requests)) tokens.push_back(c.tokens);
+  EXPECT_EQ(wait_until_idle(**engine).kv_blocks_used, 0) << "a block leaked";
+  return tokens;
+}
+
+TEST(TensorParallelEngine, DefaultModelGivesOneRanksTokens) {
+  const auto one = default_model_tokens(1);
+  const auto two = default_model_tokens(2);
+  ASSERT_EQ(one.size(), 4u);
+  for (const auto& t : one) EXPECT_EQ(t.size(), 24u);
+  EXPECT_EQ(two, one);
+}
+
+TEST(TensorParallelEngine, RefusesASplitByTheFieldsName) {
+  EngineConfig config = fixture_engine_config("qwen2");  // 6 heads
+  config.tensor_parallel = 4;
+  auto engine = Engine::create(config);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("num_attention_heads 6"), std::string::npos) << engine.status().message();
+}
+
+}  // namespace
+}  // namespace drift::testing

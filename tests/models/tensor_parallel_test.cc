@@ -1,0 +1,168 @@
+// Tensor parallelism on the CPU backend, ranks as threads (backend/comm/thread_group.h): every fixture
+// family split over 2 ranks (and 4 where its heads allow) gives the logits of one rank within kTolerance
+// of the largest logit (the partial sums of a row split add up in another order), the same greedy
+// continuation as transformers, and the same KV through chunked prefill. A config that does not split
+// is refused by the field's name before a weight is read.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "backend/comm/thread_group.h"
+#include "fixture_model.h"
+#include "model/layer_plan.h"
+#include "model/tensor_parallel_model.h"
+#include "model/tensor_split.h"
+
+namespace drift::testing {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+struct SplitModel {
+  std::unique_ptr<backend::Ops> first;  // rank 0: the runner's backend
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<runner::ModelRunner> runner;
+};
+
+Expected<SplitModel> load_split(const std::string& name, int32_t world) {
+  std::vector<std::unique_ptr<backend::Ops>> ranks = backend::make_cpu_ranks(world);
+  SplitModel s;
+  s.first = std::move(ranks[0]);
+  model::RankBackends backends{s.first.get(), {}};
+  for (int32_t r = 1; r < world; ++r) backends.others.push_back(std::move(ranks[size_t(r)]));
+  DRIFT_ASSIGN_OR_RETURN(s.model, model::load_tensor_parallel(fixture_dir(name), std::move(backends), {}));
+  runner::RunnerConfig rc;
+  rc.num_blocks.assign(s.model->kv_specs(DType::kF32).size(), 64);
+  rc.max_num_tokens = 512;
+  rc.max_num_seqs = 8;
+  rc.max_model_len = int32_t(s.model->config().max_position_embeddings);
+  s.runner = std::make_unique<runner::ModelRunner>(*s.model, *s.first, rc);
+  return s;
+}
+
+std::vector<std::vector<int32_t>> blocks_for(const runner::ModelRunner& r, int32_t first = 0) {
+  std::vector<int32_t> b(16);
+  std::iota(b.begin(), b.end(), first);
+  return std::vector<std::vector<int32_t>>(size_t(r.config().num_kv_groups()), b);
+}
+
+std::vector<float> prompt_logits(runner::ModelRunner& runner, const std::vector<int32_t>& ids, int32_t chunk) {
+  const auto blocks = blocks_for(runner, 3);
+  std::vector<float> all;
+  for (int32_t done = 0; done < int32_t(ids.size()); done += chunk) {
+    const int32_t n = std::min<int32_t>(chunk, int32_t(ids.size()) - done);
+    runner::SeqStep step{ids, done, n, blocks, false, true};
+    auto logits = runner.step({&step, 1});
+    EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+    if (!logits.ok()) return {};
+    all.insert(all.end(), logits->begin(), logits->end());
+  }
+  return all;
+}
+
+std::vector<int32_t> greedy(runner::ModelRunner& runner, std::vector<int32_t> tokens, size_t count) {
+  const auto blocks = blocks_for(runner);
+  std::vector<int32_t> out;
+  int32_t computed = 0;
+  while (out.size() < count) {
+    runner::SeqStep step{tokens, computed, int32_t(tokens.size()) - computed, blocks, true, false};
+    auto logits = runner.step({&step, 1});
+    EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+    if (!logits.ok()) return out;
+    computed = int32_t(tokens.size());
+    out.push_back(int32_t(std::max_element(logits->begin(), logits->end()) - logits->begin()));
+    tokens.push_back(out.back());
+  }
+  return out;
+}
+
+struct Case {
+  std::string fixture;
+  int32_t world;
+};
+
+class TensorParallelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallelTest, LogitsAndGreedyMatchOneRank) {
+  const Case c = GetParam();
+  FixtureModel one = load_fixture(c.fixture);
+  ASSERT_TRUE(one.runner);
+  auto split = load_split(c.fixture, c.world);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  // Each rank's cache holds its share of the kv heads (one replicated head when there are fewer).
+  const core::KvSpec whole = one.model->kv_specs(DType::kF32)[0], part = split->model->kv_specs(DType::kF32)[0];
+  if (whole.kind == core::KvKind::kGqa) EXPECT_EQ(part.kv_heads, std::max(1, whole.kv_heads / c.world));
+  double worst = 0;
+  for (const GoldenPrompt& p : one.prompts) {
+    const std::vector<float> want = prompt_logits(*one.runner, p.ids, int32_t(p.ids.size()));
+    // Chunks of 5: the split KV caches carry the earlier chunks.
+    const std::vector<float> got = prompt_logits(*split->runner, p.ids, 5);
+    ASSERT_EQ(got.size(), want.size());
+    const double error = relative_max_error(got.data(), want.data(), want.size());
+    EXPECT_LE(error, kTolerance) << c.fixture << " over " << c.world << " ranks, prompt of " << p.ids.size();
+    worst = std::max(worst, error);
+    EXPECT_EQ(greedy(*split->runner, p.ids, p.greedy.size()), p.greedy) << c.fixture << " over " << c.world << " ranks";
+  }
+  RecordProperty("max_relative_error", std::to_string(worst));
+  std::printf("%s over %d ranks: logits within %.2e of one rank's\n", c.fixture.c_str(), c.world, worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
+                         ::testing::Values(Case{"llama", 2}, Case{"llama", 4}, Case{"llama-bias", 2},
+                                           Case{"llama-bias", 4}, Case{"qwen2", 2}, Case{"qwen3", 2}, Case{"qwen3", 4},
+                                           Case{"deepseek_v2", 2}, Case{"deepseek_v2", 4}, Case{"deepseek_v3", 2},
+                                           Case{"youtu", 2}, Case{"youtu", 4}, Case{"gpt_oss", 2}, Case{"gpt_oss", 4}),
+                         [](const auto& info) {
+                           std::string n = info.param.fixture + "_tp" + std::to_string(info.param.world);
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// A rank that fails mid-run (here: its group aborted as a lost GPU would) ends the step with an error
+// naming it, and every later step too, instead of leaving the other ranks waiting.
+TEST(TensorParallelFailure, AFailedRankEndsTheStepWithItsError) {
+  auto split = load_split("llama", 2);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  const std::vector<int32_t> ids = {1, 2, 3, 4};
+  EXPECT_EQ(greedy(*split->runner, ids, 2).size(), 2u);
+  split->first->communicator()->abort("rank 1 lost its GPU");
+  const auto blocks = blocks_for(*split->runner);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    runner::SeqStep step{ids, 0, 4, blocks, true, false};
+    auto logits = split->runner->step({&step, 1});
+    ASSERT_FALSE(logits.ok());
+    EXPECT_NE(logits.status().message().find("rank 1 lost its GPU"), std::string::npos) << logits.status().message();
+  }
+}
+
+TEST(TensorParallelSplit, RefusesAFieldThatDoesNotDivide) {
+  // qwen2's fixture has 6 heads: 4 ranks cannot share them.
+  auto four = load_split("qwen2", 4);
+  ASSERT_FALSE(four.ok());
+  EXPECT_NE(four.status().message().find("num_attention_heads 6"), std::string::npos) << four.status().message();
+
+  weights::ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.num_layers = 1;
+  c.vocab_size = 96;
+  c.num_heads = 12;
+  c.num_kv_heads = 3;
+  c.intermediate_size = 96;
+  const model::LayerPlan plan = model::plan_layers(c);
+  EXPECT_TRUE(model::check_tensor_split(c, plan, 3).ok());
+  const Status kv = model::check_tensor_split(c, plan, 2);
+  EXPECT_NE(kv.message().find("num_key_value_heads 3"), std::string::npos) << kv.message();
+  c.num_kv_heads = 4;
+  c.intermediate_size = 90;
+  const Status ffn = model::check_tensor_split(c, plan, 4);
+  EXPECT_NE(ffn.message().find("intermediate_size 90"), std::string::npos) << ffn.message();
+  c.intermediate_size = 96;
+  c.vocab_size = 66;
+  const Status vocab = model::check_tensor_split(c, plan, 4);
+  EXPECT_NE(vocab.message().find("vocab_size 66"), std::string::npos) << vocab.message();
+}
+
+}  // namespace
+}  // namespace drift::testing
