@@ -48,6 +48,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--kv-cache-dtype", c.kv_cache_dtype,
                  "KV cache dtype: auto (f32 on cpu, bf16 on cuda), bf16, f32 or fp8 (where a backend stores it)")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))->capture_default_str();
+  cmd.add_option("--retrofit", c.retrofit_file,
+                 "Retrofit weights (safetensors from tools/retrofit/): MLA-lite latent KV and/or DSA-lite sparse attention");
   cmd.add_option("--speculative", c.speculative.method,
                  "Speculative decoding: ngram (prompt lookup, greedy requests), eagle3 (a draft head: --draft) or empty for off")
       ->check(CLI::IsMember({"", "ngram", "eagle3"}));

@@ -16,6 +16,7 @@ struct InspectOptions {
   std::string model_dir = default_model_dir();
   int64_t context = 0;
   std::string kv_dtype = "bf16";
+  std::string retrofit_file;
   int32_t block_size = EngineConfig{}.block_size;
   int32_t max_num_batched_tokens = EngineConfig{}.max_num_batched_tokens;
 };
@@ -61,7 +62,7 @@ void print_kv_at_context(const ModelInfo& m, const KvFootprint& f, int32_t max_s
 }
 
 void run_inspect(const InspectOptions& o) {
-  auto info = inspect_model(o.model_dir, o.kv_dtype);
+  auto info = inspect_model(o.model_dir, o.kv_dtype, o.retrofit_file);
   if (!info.ok()) return fail(info.status().to_string());
   const ModelInfo& m = *info;
   std::printf("model          %s\n", o.model_dir.c_str());
@@ -82,6 +83,11 @@ void run_inspect(const InspectOptions& o) {
               human_bytes(double(m.kv_bytes_per_token)).c_str(), o.kv_dtype.c_str(),
               human_bytes(double(m.mha_kv_bytes_per_token)).c_str(),
               double(m.mha_kv_bytes_per_token) / double(m.kv_bytes_per_token));
+  if (!m.retrofit_file.empty())
+    std::printf("retrofit       %s: kv per token %s with it, %s without (%.2fx smaller)\n", m.retrofit_file.c_str(),
+                human_bytes(double(m.kv_bytes_per_token)).c_str(),
+                human_bytes(double(m.kv_bytes_per_token_without_retrofit)).c_str(),
+                double(m.kv_bytes_per_token_without_retrofit) / double(m.kv_bytes_per_token));
   const int64_t context = o.context > 0 ? o.context : m.max_position_embeddings;
   const KvFootprint f = kv_footprint(m, context, o.block_size, o.max_num_batched_tokens);
   print_kv_at_context(m, f, o.max_num_batched_tokens);
@@ -103,6 +109,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model_dir, "Hugging Face model folder")->capture_default_str();
   cmd->add_option("--context", o->context, "Tokens of context to size the memory for (default: the model's)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache dtype")->check(CLI::IsMember({"bf16", "f32", "fp8"}))->capture_default_str();
+  cmd->add_option("--retrofit", o->retrofit_file, "A retrofit's safetensors file (MLA-lite, DSA-lite): its KV layout");
   cmd->add_option("--block-size", o->block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o->max_num_batched_tokens,
                   "Tokens per step: a sliding-window group holds its window plus one step")

@@ -52,6 +52,8 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--device", o->config.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   cmd->add_option("--kv-cache-dtype", o->config.kv_cache_dtype, "KV cache dtype: auto, bf16, f32 or fp8")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))->capture_default_str();
+  cmd->add_option("--retrofit", o->config.retrofit_file,
+                  "Retrofit weights (safetensors from tools/retrofit/): score the model with them");
   cmd->callback([o] { run_perplexity(*o); });
 }
 

@@ -58,6 +58,9 @@ struct EngineConfig {
   bool random_weights = false;     // benchmarks: weights drawn from a seed, config.json alone
   // More safetensors files whose tensors join the model folder's (retrofit weights, draft heads).
   std::vector<std::string> extra_weight_files;
+  // A retrofit's safetensors file (MLA-lite latent KV and/or DSA-lite sparse attention, tools/retrofit/);
+  // "": the model as it is.
+  std::string retrofit_file;
   std::string device = "cpu";      // "cpu" or "cuda"
   // Tensor-parallel ranks on this host (cpu: threads; cuda: one GPU each, over NCCL): every rank holds
   // 1/N of the heads, widths and vocabulary. 1: one rank.

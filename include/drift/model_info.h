@@ -34,10 +34,15 @@ struct ModelInfo {
   int64_t kv_bytes_per_token = 0;
   // The multi-head cache (K and V for every query head) the same shape would need: what GQA/MLA save.
   int64_t mha_kv_bytes_per_token = 0;
+  // With a retrofit (MLA-lite, DSA-lite): its file, and the model's own cache without it; kv_groups and
+  // kv_bytes_per_token above are then the retrofitted layout.
+  std::string retrofit_file;
+  int64_t kv_bytes_per_token_without_retrofit = 0;
 };
 
-// kv_dtype: "bf16", "f32" or "fp8".
-Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype = "bf16");
+// kv_dtype: "bf16", "f32" or "fp8". retrofit_file: "" or a retrofit's safetensors file.
+Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype = "bf16",
+                                  const std::string& retrofit_file = "");
 
 // The KV cache one request of `context` tokens holds at its peak, per group (ModelInfo::kv_groups order),
 // beside what full attention on every layer would hold for it. A sliding-window group keeps only its

@@ -14,6 +14,7 @@ struct PerplexityConfig {
   std::string model_dir;
   std::string device = "cpu";            // "cpu" or "cuda"
   std::string kv_cache_dtype = "auto";   // as EngineConfig::kv_cache_dtype
+  std::string retrofit_file;             // as EngineConfig::retrofit_file
   int64_t context = 512;                 // tokens per window (capped by the model's context)
   int64_t stride = 0;                    // tokens a window advances; 0: context / 2
   std::function<void(size_t loaded, size_t total)> load_progress;

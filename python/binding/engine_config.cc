@@ -119,6 +119,7 @@ const Fields<EngineConfig>& engine_fields() {
       field("tokenizer", &EngineConfig::tokenizer_dir),
       field("random_weights", &EngineConfig::random_weights),
       field("extra_weight_files", &EngineConfig::extra_weight_files),
+      field("retrofit_file", &EngineConfig::retrofit_file),
       field("block_size", &EngineConfig::block_size),
       field("kv_cache_bytes", &EngineConfig::kv_cache_bytes),
       field("kv_cache_dtype", &EngineConfig::kv_cache_dtype),

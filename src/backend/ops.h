@@ -67,6 +67,38 @@ struct PagedAttentionParams {
   int64_t q_row_stride = 0;    // elements between consecutive tokens' q rows; 0: packed (num_heads * head_dim)
 };
 
+// DSA-lite's lightning indexer (DeepSeek-V3.2): picks the positions each new token attends to. A query at
+// position p scores every position s <= p of its sequence by I(p, s) = sum_j w[j] * relu(q[j] . k[s]) and
+// keeps, in ascending order: positions [0, sink_tokens), positions (p - local_window, p], and the
+// highest-scoring others (ties: the lower position) until top_k are chosen; a query that sees at most
+// top_k positions keeps all of them. Chains only (no draft tree): a query sees the positions up to its own.
+struct IndexerTopkParams {
+  Tensor q;             // [num_tokens, index_heads, index_dim]
+  Tensor head_weights;  // [num_tokens, index_heads]: w, one weight per indexer head
+  Tensor k_cache;       // [num_blocks, block_size, 1, index_dim]: one indexer key per token
+  Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32 of the indexer's KV group
+  Tensor query_start;   // [num_seqs + 1] int32
+  Tensor context_lens;  // [num_seqs] int32
+  Tensor q_positions;   // [num_tokens] int32
+  Tensor selected;      // out [num_tokens, top_k] int32: positions, ascending, then -1
+  int32_t sink_tokens = 0, local_window = 1;
+};
+
+// Attention of each new token over exactly the positions `selected` lists (IndexerTopkParams' output),
+// read through the attention group's block table. K/V layouts as PagedAttentionParams (a shared K=V latent
+// when v_cache is undefined).
+struct SparseAttentionParams {
+  Tensor q;             // [num_tokens, num_heads, head_dim]
+  Tensor k_cache;       // [num_blocks, block_size, num_kv_heads, head_dim]
+  Tensor v_cache;       // [num_blocks, block_size, num_kv_heads, head_dim_v], or undefined (shared latent)
+  Tensor out;           // [num_tokens, num_heads, head_dim_v]
+  Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32
+  Tensor query_start;   // [num_seqs + 1] int32
+  Tensor selected;      // [num_tokens, top_k] int32: positions, -1 unused
+  float scale = 1.0f;
+  int64_t q_row_stride = 0;  // 0: packed
+};
+
 // Writes k/v rows into the cache at slot_mapping[t] = block * block_size + offset (negative: skip).
 struct WriteKvParams {
   Tensor k;             // [T, Hk, D]; MLA passes its [T, 1, L + R] latent rows here
@@ -135,6 +167,7 @@ struct AttentionShape {
   bool sinks = false;          // GPT-OSS's per-head sink logit
   int32_t sliding_window = 0;
   DType kv_dtype = DType::kBF16;
+  int32_t sparse_top_k = 0;    // DSA-lite: attention over indexer_topk's positions (sparse_paged_attention)
 };
 
 // What a mixture-of-experts layer asks of a backend.
@@ -260,6 +293,12 @@ class Ops {
     write_kv(WriteKvParams{.k = k, .v = v, .slot_mapping = slot_mapping, .k_cache = k_cache, .v_cache = v_cache});
   }
   virtual void paged_attention(const PagedAttentionParams& p) = 0;
+
+  // DSA-lite (a backend that answers supports() for a sparse_top_k shape implements both).
+  virtual void indexer_topk(const IndexerTopkParams&) { DRIFT_CHECK(false, "backend {} has no indexer_topk", name()); }
+  virtual void sparse_paged_attention(const SparseAttentionParams&) {
+    DRIFT_CHECK(false, "backend {} has no sparse_paged_attention", name());
+  }
 
   // Fusions a backend may do in one pass; the defaults run the unfused ops, and a fused version must give
   // the same result as those (the same roundings), so models call these unconditionally.

@@ -11,6 +11,7 @@
 #include "engine/backend_factory.h"
 #include "model/registry.h"
 #include "model/tensor_parallel_model.h"
+#include "weights/retrofit_config.h"
 #include "spec/ngram_proposer.h"
 
 namespace drift {
@@ -84,6 +85,23 @@ Status check_specpv(const EngineConfig& config) {
   return Status::Ok();
 }
 
+// Retrofit layers are not split over ranks yet, and DSA-lite's indexer picks keys for chains of new tokens
+// over the whole block table: EAGLE-3's draft trees and SpecPV's partial views would be ignored, so they
+// are refused here rather than run wrong.
+Status check_retrofit_modes(const EngineConfig& config) {
+  if (!config.retrofit_file.empty() && config.tensor_parallel > 1)
+    return unsupported(fmt::format("retrofit {} does not run with tensor_parallel {} yet", config.retrofit_file,
+                                   config.tensor_parallel));
+  if (config.retrofit_file.empty() || (config.speculative.method != "eagle3" && config.specpv.min_context == 0))
+    return Status::Ok();
+  DRIFT_ASSIGN_OR_RETURN(const weights::RetrofitConfig retrofit, weights::read_retrofit_config(config.retrofit_file));
+  if (retrofit.dsa_lite)
+    return unsupported(fmt::format("retrofit {} has DSA-lite sparse attention, which runs neither EAGLE-3 draft trees "
+                                   "nor SpecPV partial verification yet; use --speculative ngram or none",
+                                   config.retrofit_file));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute) {
@@ -113,6 +131,7 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
     return invalid_argument(fmt::format("mask_threads must be in 0..256 (0: automatic), got {}", config.mask_threads));
   DRIFT_RETURN_IF_ERROR(check_speculative(config.speculative));
   DRIFT_RETURN_IF_ERROR(check_specpv(config));
+  DRIFT_RETURN_IF_ERROR(check_retrofit_modes(config));
   DRIFT_RETURN_IF_ERROR(e->load(config));
   DRIFT_RETURN_IF_ERROR(e->size_kv_cache());
   DRIFT_RETURN_IF_ERROR(e->build_loop_parts());
@@ -130,6 +149,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.progress = config.load_progress;
   load.kv_dtype = kv_dtype_;
   load.extra_weight_files = config.extra_weight_files;
+  load.retrofit_file = config.retrofit_file;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   if (ranks.others.empty()) {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));

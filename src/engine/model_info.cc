@@ -35,7 +35,8 @@ Status count_weights(const std::string& model_dir, ModelInfo& info) {
 
 }  // namespace
 
-Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype_name) {
+Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::string& kv_dtype_name,
+                                  const std::string& retrofit_file) {
   DRIFT_ASSIGN_OR_RETURN(weights::ModelConfig c, weights::load_model_config(model_dir));
   DRIFT_ASSIGN_OR_RETURN(const DType kv_dtype, engine::parse_kv_cache_dtype(kv_dtype_name, DType::kBF16));
   ModelInfo info;
@@ -51,6 +52,12 @@ Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::strin
   info.vocab_size = c.vocab_size;
   info.max_position_embeddings = c.max_position_embeddings;
   info.kv_dtype = std::string(dtype_name(kv_dtype));
+  if (!retrofit_file.empty()) {
+    DRIFT_ASSIGN_OR_RETURN(const std::vector<core::KvSpec> own, model::kv_layout(c, kv_dtype));
+    for (const core::KvSpec& g : own) info.kv_bytes_per_token_without_retrofit += g.bytes_per_token_per_layer() * g.num_layers;
+    DRIFT_RETURN_IF_ERROR(model::apply_retrofit(c, retrofit_file));
+    info.retrofit_file = retrofit_file;
+  }
   DRIFT_ASSIGN_OR_RETURN(const std::vector<core::KvSpec> layout, model::kv_layout(c, kv_dtype));
   for (const core::KvSpec& g : layout) {
     const int64_t bytes = g.bytes_per_token_per_layer() * g.num_layers;

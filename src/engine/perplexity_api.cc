@@ -22,6 +22,7 @@ Expected<PerplexityResult> measure_perplexity(const PerplexityConfig& config, co
   model::LoadOptions load;
   load.progress = config.load_progress;
   load.kv_dtype = kv_dtype;
+  load.retrofit_file = config.retrofit_file;
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::load_model(config.model_dir, ops, load));
   DRIFT_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_file(config.model_dir + "/tokenizer.json"));
 

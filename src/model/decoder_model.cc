@@ -8,8 +8,10 @@
 #include "base/check.h"
 #include "model/layer_plan.h"
 #include "model/layers/decoder_stream.h"
+#include "model/layers/dsa_indexer.h"
 #include "model/layers/gqa_attention.h"
 #include "model/layers/mla_attention.h"
+#include "model/layers/mla_lite_attention.h"
 #include "model/layers/rope.h"
 #include "model/tensor_split.h"
 
@@ -17,11 +19,14 @@ namespace drift::model {
 
 namespace {
 
-// One layer as its LayerKind says: exactly one attention and one feed-forward are set.
+// One layer as its LayerKind says: exactly one attention and one feed-forward are set; a DSA-lite indexer
+// when the layer's attention is sparse.
 struct DecoderLayer {
   RmsNorm input_norm, post_attention_norm;
   std::optional<GqaAttention> gqa;
   std::optional<MlaAttention> mla;
+  std::optional<MlaLiteAttention> mla_lite;
+  std::optional<DsaIndexer> indexer;
   std::optional<GatedMlp> mlp;
   std::optional<Moe> moe;
 };
@@ -51,6 +56,11 @@ class DecoderModel final : public Model {
       mla_ = mla_spec(c, rope);
       mla_.split = split_;
     }
+    if (c.retrofit && c.retrofit->mla_lite) {
+      mla_lite_ = mla_lite_spec(c);
+      mla_lite_.rope = mla_lite_rope(freqs, positions);
+    }
+    if (c.retrofit && c.retrofit->dsa_lite) dsa_ = dsa_indexer_spec(c);
     if (c.moe) {
       moe_ = moe_spec(c, *ops_);
       DRIFT_RETURN_IF_ERROR(check_moe_spec(moe_));
@@ -79,7 +89,12 @@ class DecoderModel final : public Model {
       const int32_t blocks = num_blocks[size_t(plan_.layers[i].kv_group)];
       if (layers_[i].gqa) layers_[i].gqa->allocate_cache(*ops_, blocks, block_size, kv_dtype);
       if (layers_[i].mla) layers_[i].mla->allocate_cache(*ops_, blocks, block_size, kv_dtype);
+      if (layers_[i].mla_lite) layers_[i].mla_lite->allocate_cache(*ops_, blocks, block_size, kv_dtype);
+      if (layers_[i].indexer)
+        layers_[i].indexer->allocate_cache(*ops_, num_blocks[size_t(plan_.layers[i].index_group)], block_size, kv_dtype);
       widest = std::max(widest, layers_[i].mla ? mla_.cache_width() : gqa_.local_kv_heads() * gqa_.head_dim);
+      if (layers_[i].mla_lite) widest = std::max(widest, mla_lite_.cache_width());
+      if (layers_[i].indexer) widest = std::max(widest, dsa_.dim);
     }
     move_scratch_ = ops_->alloc(kv_dtype, {std::max<int64_t>(max_tokens_, 1) * widest});
   }
@@ -90,6 +105,10 @@ class DecoderModel final : public Model {
       const KvRowMoves& moves = groups[size_t(plan_.layers[i].kv_group)];
       if (layers_[i].gqa) layers_[i].gqa->move_kv(*ops_, moves, move_scratch_.view);
       if (layers_[i].mla) move_cache_rows(*ops_, layers_[i].mla->cache(), moves, move_scratch_.view);
+      if (layers_[i].mla_lite) move_cache_rows(*ops_, layers_[i].mla_lite->cache(), moves, move_scratch_.view);
+      if (layers_[i].indexer)
+        move_cache_rows(*ops_, layers_[i].indexer->cache(), groups[size_t(plan_.layers[i].index_group)],
+                        move_scratch_.view);
     }
   }
 
@@ -105,6 +124,8 @@ class DecoderModel final : public Model {
     }
     if (gqa) gqa_scratch_ = AttentionScratch::allocate(*ops_, max_tokens, gqa_);
     if (mla) mla_scratch_ = MlaScratch::allocate(*ops_, max_tokens, mla_);
+    if (config_.retrofit && config_.retrofit->mla_lite) mla_lite_scratch_ = MlaLiteScratch::allocate(*ops_, max_tokens, mla_lite_);
+    if (config_.retrofit && config_.retrofit->dsa_lite) dsa_scratch_ = DsaScratch::allocate(*ops_, max_tokens, dsa_);
     if (dense) mlp_scratch_ = GatedMlp::allocate_scratch(*ops_, max_tokens, split_.part(config_.intermediate_size));
     if (moe) moe_scratch_ = MoeScratch::allocate(*ops_, max_tokens, moe_);
   }
@@ -114,8 +135,11 @@ class DecoderModel final : public Model {
     stream_.forward(
         ops, ctx, layers_,
         [&](const DecoderLayer& layer, const Tensor& normed, const Tensor& out) {
+          const Tensor selected = layer.indexer ? layer.indexer->select(ops, ctx, normed, dsa_scratch_) : Tensor();
           if (layer.gqa) {
-            layer.gqa->forward(ops, ctx, normed, gqa_scratch_, out);
+            layer.gqa->forward(ops, ctx, normed, gqa_scratch_, out, selected);
+          } else if (layer.mla_lite) {
+            layer.mla_lite->forward(ops, ctx, normed, mla_lite_scratch_, out, selected);
           } else {
             layer.mla->forward(ops, ctx, normed, mla_scratch_, out);
           }
@@ -128,6 +152,17 @@ class DecoderModel final : public Model {
           }
         },
         logits);
+  }
+
+  // MLA-lite's RoPE over its kept frequencies only: the model's table restricted to them.
+  backend::RopeParams mla_lite_rope(const RopeFrequencies& model_freqs, int64_t positions) {
+    RopeFrequencies kept = model_freqs;
+    kept.inv_freq.clear();
+    for (const int32_t f : mla_lite_.rope_freqs) kept.inv_freq.push_back(model_freqs.inv_freq[size_t(f)]);
+    const std::vector<float> table = rope_cos_sin_table(kept, positions);
+    mla_lite_rope_table_ = ops_->alloc(DType::kF32, {positions, mla_lite_.rope_dim()});
+    ops_->copy_from_host(mla_lite_rope_table_.view, table.data());
+    return {mla_lite_rope_table_.view, int32_t(mla_lite_.rope_dim()), config_.rope.interleaved};
   }
 
   Status set_hidden_taps(std::span<const int32_t> layers) override {
@@ -147,11 +182,20 @@ class DecoderModel final : public Model {
       MlaSpec spec = mla_;
       spec.kv_group = kind.kv_group;
       DRIFT_ASSIGN_OR_RETURN(layer.mla, MlaAttention::load(loader, p + ".self_attn", spec));
+    } else if (kind.attention == AttentionKind::kMlaLite) {
+      MlaLiteSpec spec = mla_lite_;
+      spec.kv_group = kind.kv_group;
+      DRIFT_ASSIGN_OR_RETURN(layer.mla_lite, MlaLiteAttention::load(loader, p + ".self_attn", spec));
     } else {
       GqaAttentionSpec spec = gqa_;
       spec.sliding_window = kind.sliding_window;
       spec.kv_group = kind.kv_group;
       DRIFT_ASSIGN_OR_RETURN(layer.gqa, GqaAttention::load(loader, p + ".self_attn", spec));
+    }
+    if (kind.index_group >= 0) {
+      DsaIndexerSpec spec = dsa_;
+      spec.kv_group = kind.index_group;
+      DRIFT_ASSIGN_OR_RETURN(layer.indexer, DsaIndexer::load(loader, p + ".self_attn", spec));
     }
     if (kind.feed_forward == FeedForwardKind::kMoe) {
       if (family_.load_moe == nullptr)
@@ -171,11 +215,16 @@ class DecoderModel final : public Model {
   backend::Buffer rope_table_;
   GqaAttentionSpec gqa_;
   MlaSpec mla_;
+  MlaLiteSpec mla_lite_;
+  backend::Buffer mla_lite_rope_table_;  // [positions, rope_dim]: the kept frequencies' cos|sin
+  DsaIndexerSpec dsa_;
   MoeSpec moe_;
   std::vector<DecoderLayer> layers_;
   DecoderStream stream_;  // embedding, residual stream, final norm, LM head, taps
   AttentionScratch gqa_scratch_;
   MlaScratch mla_scratch_;
+  MlaLiteScratch mla_lite_scratch_;
+  DsaScratch dsa_scratch_;
   GatedMlpScratch mlp_scratch_;
   MoeScratch moe_scratch_;
   int32_t max_tokens_ = 0;

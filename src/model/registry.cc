@@ -73,6 +73,13 @@ Status size_positions(weights::ModelConfig& config, int64_t max_positions, const
 
 }  // namespace
 
+Status apply_retrofit(weights::ModelConfig& config, const std::string& retrofit_file) {
+  DRIFT_ASSIGN_OR_RETURN(weights::RetrofitConfig retrofit, weights::read_retrofit_config(retrofit_file));
+  DRIFT_RETURN_IF_ERROR(weights::check_retrofit(config, retrofit));
+  config.retrofit = std::move(retrofit);
+  return Status::Ok();
+}
+
 Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config, WeightLoader& loader) {
   const Entry* e = find_entry(config.architecture);
   if (e == nullptr) return unknown_architecture(config.architecture);
@@ -85,6 +92,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
     return invalid_argument(fmt::format("{} ({}) is an EAGLE-3 draft head: load it with --draft beside its target model",
                                         model_dir, config.architecture));
   if (find_entry(config.architecture) == nullptr) return unknown_architecture(config.architecture);
+  if (!options.retrofit_file.empty()) DRIFT_RETURN_IF_ERROR(apply_retrofit(config, options.retrofit_file));
   DRIFT_RETURN_IF_ERROR(check_backend(config, plan_layers(config), ops, options.kv_dtype.value_or(ops.compute_dtype())));
   DRIFT_RETURN_IF_ERROR(size_positions(config, options.max_positions, ops));
   if (options.random_weights) {
@@ -93,6 +101,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
   }
   DRIFT_ASSIGN_OR_RETURN(weights::WeightStore store, weights::WeightStore::open(model_dir));
   for (const std::string& file : options.extra_weight_files) DRIFT_RETURN_IF_ERROR(store.add_file(file));
+  if (!options.retrofit_file.empty()) DRIFT_RETURN_IF_ERROR(store.add_file(options.retrofit_file));
   WeightLoader loader = WeightLoader::from_store(store, ops);
   if (options.progress) {
     size_t total = 0;

@@ -26,13 +26,19 @@ struct LoadOptions {
   int64_t max_positions = 0;
   // More safetensors files whose tensors join the folder's (retrofit weights, draft heads).
   std::vector<std::string> extra_weight_files;
+  // A retrofit (weights/retrofit_config.h): its tensors join the folder's and its layers replace or join
+  // the model's (MLA-lite, DSA-lite). Empty: none. With random_weights, its geometry with random weights.
+  std::string retrofit_file;
   // Called now and then while loading: bytes read so far and in all.
   std::function<void(size_t loaded, size_t total)> progress;
 };
 
 std::vector<std::string> supported_architectures();
 // The KV cache a config needs per token, without loading weights (drift inspect, capacity planning).
+// A config with a retrofit (apply_retrofit) gets the retrofit's layout.
 Expected<std::vector<core::KvSpec>> kv_layout(const weights::ModelConfig& config, DType kv_dtype);
+// Reads a retrofit file's geometry, checks it fits `config` and sets config.retrofit.
+Status apply_retrofit(weights::ModelConfig& config, const std::string& retrofit_file);
 Expected<std::unique_ptr<Model>> build_model(const weights::ModelConfig& config, WeightLoader& loader);
 // config.json + safetensors of a Hugging Face folder (or random weights) -> a model on `ops`. Refuses a
 // model the backend cannot run (check_backend) before reading weights.

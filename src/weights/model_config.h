@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "drift/status.h"
+#include "weights/retrofit_config.h"
 
 namespace drift::weights {
 
@@ -102,6 +103,8 @@ struct ModelConfig {
   std::optional<float> default_top_p;
   std::optional<float> default_repetition_penalty;
   std::optional<int32_t> default_top_k;
+  // New weights trained onto the model (retrofit_config.h), set only when a retrofit file is loaded.
+  std::optional<RetrofitConfig> retrofit;
 };
 
 // Reads <model_dir>/config.json and, when present, <model_dir>/generation_config.json.

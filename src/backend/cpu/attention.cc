@@ -48,8 +48,27 @@ struct SeqKeys {
   }
 };
 
-template <class KvT>
-void attend_rows(const PagedAttentionParams& p, const SeqKeys& keys, int32_t q_begin, int32_t q_end) {
+// The keys DSA-lite's indexer chose for each query row: the same interface as SeqKeys.
+struct SelectedKeys {
+  const int32_t* table = nullptr;     // [entries] of this sequence
+  const int32_t* selected = nullptr;  // [rows of this sequence, top_k] positions, -1 unused
+  int32_t top_k = 0, block_size = 0;
+  int32_t context_len = 0;            // only sizes the parallel loop: keys per query
+
+  template <class F>
+  void for_each_visible(int32_t q_row, int32_t, F&& f) const {
+    for (int32_t i = 0; i < top_k; ++i) {
+      const int32_t pos = selected[int64_t(q_row) * top_k + i];
+      if (pos < 0) continue;
+      const int32_t block = table[pos / block_size];
+      DRIFT_CHECK(block >= 0, "sparse attention reads position {} from a released block", pos);
+      f(pos, int64_t(block) * block_size + pos % block_size);
+    }
+  }
+};
+
+template <class KvT, class Keys>
+void attend_rows(const PagedAttentionParams& p, const Keys& keys, int32_t q_begin, int32_t q_end) {
   const int64_t num_heads = p.q.size(1), head_dim = p.q.size(2);
   const int64_t num_kv_heads = p.k_cache.size(2);
   // Without a v_cache (MLA), V is the first head_dim_v features of each K row.
@@ -128,6 +147,28 @@ void CpuOps::paged_attention(const PagedAttentionParams& p) {
       attend_rows<uint16_t>(p, keys, q_begin, q_end);
     } else {
       attend_rows<float>(p, keys, q_begin, q_end);
+    }
+  }
+}
+
+void CpuOps::sparse_paged_attention(const SparseAttentionParams& sp) {
+  DRIFT_CHECK(sp.k_cache.dtype == DType::kF32 || sp.k_cache.dtype == DType::kBF16,
+              "cpu sparse attention reads an F32 or BF16 cache, got {}", sp.k_cache.describe());
+  const PagedAttentionParams p{.q = sp.q, .k_cache = sp.k_cache, .v_cache = sp.v_cache, .out = sp.out,
+                               .scale = sp.scale, .q_row_stride = sp.q_row_stride};
+  const int64_t num_seqs = sp.query_start.size(0) - 1, max_blocks = sp.block_tables.size(1);
+  const int32_t* query_start = sp.query_start.data_as<int32_t>();
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    SelectedKeys keys;
+    keys.table = sp.block_tables.data_as<int32_t>() + s * max_blocks;
+    keys.top_k = int32_t(sp.selected.size(1));
+    keys.selected = sp.selected.data_as<int32_t>() + int64_t(query_start[s]) * keys.top_k;
+    keys.block_size = int32_t(sp.k_cache.size(1));
+    keys.context_len = keys.top_k;
+    if (sp.k_cache.dtype == DType::kBF16) {
+      attend_rows<uint16_t>(p, keys, query_start[s], query_start[s + 1]);
+    } else {
+      attend_rows<float>(p, keys, query_start[s], query_start[s + 1]);
     }
   }
 }

@@ -39,6 +39,8 @@ class CpuOps final : public Ops {
   using Ops::write_kv;
   void write_kv(const WriteKvParams& p) override;
   void paged_attention(const PagedAttentionParams& p) override;
+  void indexer_topk(const IndexerTopkParams& p) override;
+  void sparse_paged_attention(const SparseAttentionParams& p) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void moe_route(const MoeRouteParams& p) override;

@@ -523,6 +523,8 @@ void CudaOps::copy(const Tensor& src, const Tensor& dst) {
 Status CudaOps::check_attention(const AttentionShape& s) {
   if (s.kv_dtype != DType::kBF16)
     return unsupported(fmt::format("the cuda backend keeps the KV cache in BF16, not {}", dtype_name(s.kv_dtype)));
+  if (s.sparse_top_k > 0)
+    return unsupported("the cuda backend has no sparse attention kernel (DSA-lite) yet; run it on the cpu backend");
   if (s.shared_kv) {
     if (!cuda::mla_attention_supports(int32_t(s.head_dim), int32_t(s.head_dim_v), int32_t(s.num_kv_heads)))
       return unsupported(fmt::format("the cuda latent attention (MLA) takes one latent row per token of a width that "

@@ -81,7 +81,7 @@ void GqaAttention::zero_cache(backend::Ops& ops) const {
 }
 
 void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
-                           const Tensor& out) const {
+                           const Tensor& out, const Tensor& selected) const {
   const int64_t n = ctx.num_tokens, h = spec_.local_heads(), hk = spec_.local_kv_heads(), d = spec_.head_dim;
   Tensor q_heads, k_heads, v_heads;
   int64_t row_stride = 0;  // 0: packed q, k and v buffers
@@ -119,6 +119,14 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q_heads, row_stride, k_cache_.view);
 
   const Tensor attn = scratch.attn.view.slice(0, n);
+  if (selected.defined()) {
+    ops.sparse_paged_attention({.q = q_heads, .k_cache = k_cache_.view, .v_cache = v_cache_.view,
+                                .out = attn.view({n, h, d}), .block_tables = kv.block_tables,
+                                .query_start = ctx.query_start, .selected = selected,
+                                .scale = float(1.0 / std::sqrt(double(d))), .q_row_stride = row_stride});
+    o_proj_.forward(ops, attn, out);
+    return;
+  }
   backend::PagedAttentionParams p;
   p.q = q_heads;
   p.k_cache = k_cache_.view;

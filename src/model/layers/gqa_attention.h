@@ -56,9 +56,10 @@ class GqaAttention {
   // Zeroes the paged cache: slots no step wrote (a prefix-cache hit's, a padding row's) then hold 0, never
   // a NaN bit pattern that attention would spread. Load time only (it goes through the host).
   void zero_cache(backend::Ops& ops) const;
-  // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, out_features()]
+  // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, out_features()]. selected: DSA-lite's positions
+  // [ctx.num_tokens, top_k] (DsaIndexer), or undefined for dense attention.
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
-               const Tensor& out) const;
+               const Tensor& out, const Tensor& selected = Tensor()) const;
   const GqaAttentionSpec& spec() const { return spec_; }
   // K and V rows of this layer's cache moved (move_cache_rows).
   void move_kv(backend::Ops& ops, const KvRowMoves& moves, const Tensor& scratch) const {

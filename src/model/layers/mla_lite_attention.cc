@@ -1,0 +1,183 @@
+#include "model/layers/mla_lite_attention.h"
+
+#include <cmath>
+
+namespace drift::model {
+
+namespace {
+
+// Rows `rows` of every block of `block_rows` rows of a [blocks * block_rows, cols] matrix, block by block.
+std::vector<float> take_rows(const std::vector<float>& w, int64_t blocks, int64_t block_rows,
+                             const std::vector<int64_t>& rows, int64_t cols) {
+  std::vector<float> out;
+  out.reserve(size_t(blocks * int64_t(rows.size()) * cols));
+  for (int64_t b = 0; b < blocks; ++b)
+    for (const int64_t r : rows) {
+      const auto row = w.begin() + (b * block_rows + r) * cols;
+      out.insert(out.end(), row, row + cols);
+    }
+  return out;
+}
+
+Expected<Linear> upload_weight(WeightLoader& loader, const std::vector<float>& w, int64_t out_features, int64_t in_features) {
+  Linear l;
+  DRIFT_ASSIGN_OR_RETURN(l.weight, loader.upload(w, {out_features, in_features}));
+  return l;
+}
+
+// Per query head, its group's block of an up-projection [G * rows, cols], transposed when asked:
+// [H, cols, rows] (transposed) or [H, rows, cols].
+std::vector<float> per_head(const std::vector<float>& up, const MlaLiteSpec& s, int64_t rows, int64_t cols,
+                            bool transpose) {
+  const int64_t per_group = s.num_heads / s.num_kv_heads;
+  std::vector<float> out(size_t(s.num_heads * rows * cols));
+  for (int64_t h = 0; h < s.num_heads; ++h) {
+    const float* block = up.data() + (h / per_group) * rows * cols;
+    float* dst = out.data() + h * rows * cols;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) (transpose ? dst[c * rows + r] : dst[r * cols + c]) = block[r * cols + c];
+  }
+  return out;
+}
+
+}  // namespace
+
+MlaLiteSpec mla_lite_spec(const weights::ModelConfig& c) {
+  const weights::MlaLiteConfig& m = *c.retrofit->mla_lite;
+  MlaLiteSpec s;
+  s.hidden = c.hidden_size;
+  s.num_heads = c.num_heads;
+  s.num_kv_heads = c.num_kv_heads;
+  s.head_dim = c.head_dim;
+  s.rank = m.rank;
+  s.rope_freqs = m.rope_freqs;
+  s.rotary_dim = c.rope.rotary_dim;
+  s.interleaved = c.rope.interleaved;
+  s.o_bias = c.attention_out_bias;
+  s.softmax_scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  return s;
+}
+
+RopeFeatureSplit rope_feature_split(const MlaLiteSpec& s) {
+  RopeFeatureSplit split;
+  const int64_t half = s.rotary_dim / 2;
+  if (s.interleaved) {
+    for (const int32_t f : s.rope_freqs) split.rope.insert(split.rope.end(), {2 * int64_t(f), 2 * int64_t(f) + 1});
+  } else {
+    for (const int32_t f : s.rope_freqs) split.rope.push_back(f);
+    for (const int32_t f : s.rope_freqs) split.rope.push_back(f + half);
+  }
+  std::vector<bool> kept(size_t(s.head_dim), false);
+  for (const int64_t d : split.rope) kept[size_t(d)] = true;
+  for (int64_t d = 0; d < s.head_dim; ++d)
+    if (!kept[size_t(d)]) split.nope.push_back(d);
+  return split;
+}
+
+MlaLiteScratch MlaLiteScratch::allocate(backend::Ops& ops, int64_t max_tokens, const MlaLiteSpec& s) {
+  const DType t = ops.compute_dtype();
+  const int64_t h = s.num_heads, g = s.num_kv_heads, r = s.rope_dim();
+  MlaLiteScratch m;
+  m.q_nope = ops.alloc(t, {max_tokens, h * s.nope_dim()});
+  m.q_rope = ops.alloc(t, {max_tokens, h * r});
+  m.q_rope_wide = ops.alloc(t, {max_tokens, h * g * r});
+  m.q_latent = ops.alloc(t, {max_tokens, h * s.rank});
+  m.q = ops.alloc(t, {max_tokens, h * s.cache_width()});
+  m.latent = ops.alloc(t, {max_tokens, s.rank});
+  m.k_rope = ops.alloc(t, {max_tokens, g * r});
+  m.kv_row = ops.alloc(t, {max_tokens, s.cache_width()});
+  m.o_latent = ops.alloc(t, {max_tokens, h * s.rank});
+  m.o = ops.alloc(t, {max_tokens, h * s.head_dim});
+  return m;
+}
+
+Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const std::string& prefix,
+                                                  const MlaLiteSpec& spec) {
+  MlaLiteAttention a;
+  a.spec_ = spec;
+  const int64_t h = spec.num_heads, g = spec.num_kv_heads, d = spec.head_dim, hidden = spec.hidden;
+  const int64_t r = spec.rope_dim(), nope = spec.nope_dim(), rank = spec.rank;
+  const RopeFeatureSplit split = rope_feature_split(spec);
+
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(prefix + ".q_proj.weight", {h * d, hidden}));
+  DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_weight(loader, take_rows(q_w, h, d, split.nope, hidden), h * nope, hidden));
+  DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_weight(loader, take_rows(q_w, h, d, split.rope, hidden), h * r, hidden));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_w, loader.read_host(prefix + ".k_proj.weight", {g * d, hidden}));
+  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_weight(loader, take_rows(k_w, g, d, split.rope, hidden), g * r, hidden));
+
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> down, loader.read_host(prefix + "." + weights::kMlaLiteKvDown, {rank, hidden}));
+  DRIFT_ASSIGN_OR_RETURN(a.kv_down_, upload_weight(loader, down, rank, hidden));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_up, loader.read_host(prefix + "." + weights::kMlaLiteKUp, {g * nope, rank}));
+  DRIFT_ASSIGN_OR_RETURN(a.w_uk_t_, loader.upload(per_head(k_up, spec, nope, rank, true), {h, rank, nope}));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> v_up, loader.read_host(prefix + "." + weights::kMlaLiteVUp, {g * d, rank}));
+  DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(per_head(v_up, spec, d, rank, false), {h, d, rank}));
+
+  std::vector<float> slot(size_t(h * g * r * r), 0.0f);
+  for (int64_t head = 0; head < h; ++head)
+    for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + (head / (h / g)) * r + i) * r + i)] = 1.0f;
+  DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, g * r, r}));
+
+  DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", hidden, h * d, spec.o_bias));
+  return a;
+}
+
+void MlaLiteAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
+                                      std::optional<DType> kv_dtype) {
+  cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, 1, spec_.cache_width()});
+}
+
+void MlaLiteAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaLiteScratch& scratch,
+                               const Tensor& out, const Tensor& selected) const {
+  const int64_t n = ctx.num_tokens, h = spec_.num_heads, g = spec_.num_kv_heads;
+  const int64_t r = spec_.rope_dim(), rank = spec_.rank, width = spec_.cache_width();
+
+  const Tensor q_nope = scratch.q_nope.view.slice(0, n), q_rope = scratch.q_rope.view.slice(0, n);
+  q_nope_proj_.forward(ops, x, q_nope);
+  q_rope_proj_.forward(ops, x, q_rope);
+  const Tensor latent = scratch.latent.view.slice(0, n), k_rope = scratch.k_rope.view.slice(0, n);
+  kv_down_.forward(ops, x, latent);
+  k_rope_proj_.forward(ops, x, k_rope);
+  ops.rope(q_rope.view({n, h, r}), k_rope.view({n, g, r}), ctx.positions, spec_.rope);
+  const Tensor kv_row = scratch.kv_row.view.slice(0, n);
+  ops.concat(latent, k_rope, kv_row);
+  const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
+  ops.write_kv(kv_row.view({n, 1, width}), Tensor(), kv.slot_mapping, cache_.view, Tensor());
+
+  const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, rank});
+  ops.batched_linear(q_nope.view({n, h, spec_.nope_dim()}), w_uk_t_.view, q_latent);
+  const Tensor q_rope_wide = scratch.q_rope_wide.view.slice(0, n).view({n, h, g * r});
+  ops.batched_linear(q_rope.view({n, h, r}), rope_slot_.view, q_rope_wide);
+  const Tensor q = scratch.q.view.slice(0, n);
+  ops.concat(q_latent.view({n * h, rank}), q_rope_wide.view({n * h, g * r}), q.view({n * h, width}));
+
+  const Tensor o_latent = scratch.o_latent.view.slice(0, n).view({n, h, rank});
+  attend(ops, ctx, q.view({n, h, width}), o_latent, selected);
+  const Tensor o = scratch.o.view.slice(0, n);
+  ops.batched_linear(o_latent, w_uv_.view, o.view({n, h, spec_.head_dim}));
+  o_proj_.forward(ops, o, out);
+}
+
+void MlaLiteAttention::attend(backend::Ops& ops, const ForwardContext& ctx, const Tensor& q, const Tensor& o_latent,
+                              const Tensor& selected) const {
+  const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
+  if (selected.defined()) {
+    ops.sparse_paged_attention({.q = q, .k_cache = cache_.view, .out = o_latent, .block_tables = kv.block_tables,
+                                .query_start = ctx.query_start, .selected = selected, .scale = spec_.softmax_scale});
+    return;
+  }
+  backend::PagedAttentionParams p;
+  p.q = q;
+  p.k_cache = cache_.view;
+  p.out = o_latent;
+  p.block_tables = kv.block_tables;
+  p.block_positions = kv.block_positions;
+  p.view_blocks = kv.view_blocks;
+  p.query_start = ctx.query_start;
+  p.context_lens = ctx.context_lens;
+  p.q_positions = ctx.positions;
+  p.tree_mask = ctx.tree_mask;
+  p.scale = spec_.softmax_scale;
+  ops.paged_attention(p);
+}
+
+}  // namespace drift::model

@@ -1,0 +1,65 @@
+// Retrofits: new weights trained onto an existing GQA model and kept in a safetensors file of their own
+// beside it (tools/retrofit/ writes them), loaded only when asked (`--retrofit FILE`). Two kinds, either or
+// both in one file:
+// - MLA-lite: the cache keeps a d_c-wide latent per token instead of K and V, plus the RoPE part of K for a
+//   few kept frequencies (MHA2MLA's partial RoPE), so decode runs in MLA's absorbed form.
+// - DSA-lite: a lightning indexer per layer (DeepSeek-V3.2) whose top-k positions are all a query attends to.
+// The geometry comes from the tensors' shapes; what shapes cannot say comes from the file's metadata.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drift/status.h"
+
+namespace drift::weights {
+
+struct ModelConfig;
+
+struct MlaLiteConfig {
+  int64_t rank = 0;                // d_c: latent values per token per layer
+  std::vector<int32_t> rope_freqs; // frequency indices (into rotary_dim / 2) whose K features keep RoPE
+
+  int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }  // per KV head
+};
+
+struct DsaLiteConfig {
+  int64_t index_heads = 0, index_dim = 0;  // H_I query heads over one d_idx key per token
+  int32_t top_k = 0;                       // positions a query attends to beyond a short context
+  int32_t sink_tokens = 0;                 // the first positions, always kept
+  int32_t local_window = 0;                // the last positions up to the query itself, always kept
+};
+
+struct RetrofitConfig {
+  std::string file;
+  std::optional<MlaLiteConfig> mla_lite;
+  std::optional<DsaLiteConfig> dsa_lite;
+};
+
+// Tensor names, per layer, under model.layers.{i}.self_attn.
+inline constexpr const char* kMlaLiteKvDown = "mla_lite.kv_down.weight";  // [d_c, hidden]
+inline constexpr const char* kMlaLiteKUp = "mla_lite.k_up.weight";        // [kv_heads * (head_dim - rope_dim), d_c]
+inline constexpr const char* kMlaLiteVUp = "mla_lite.v_up.weight";        // [kv_heads * head_dim, d_c]
+inline constexpr const char* kDsaIndexQ = "dsa_lite.index_q.weight";      // [index_heads * d_idx, hidden]
+inline constexpr const char* kDsaIndexK = "dsa_lite.index_k.weight";      // [d_idx, hidden]
+inline constexpr const char* kDsaIndexW = "dsa_lite.index_w.weight";      // [index_heads, hidden]
+
+// Metadata keys (values are decimal integers; rope_freqs a comma-separated list).
+inline constexpr const char* kMetaRopeFreqs = "mla_lite.rope_freqs";
+inline constexpr const char* kMetaTopK = "dsa_lite.top_k";
+inline constexpr const char* kMetaSinkTokens = "dsa_lite.sink_tokens";
+inline constexpr const char* kMetaLocalWindow = "dsa_lite.local_window";
+
+std::string retrofit_tensor_name(int64_t layer, const char* name);
+
+// Reads what the file holds (from layer 0's tensors and the metadata); a file with neither retrofit, or
+// metadata that does not parse, is an error naming the file and the key.
+Expected<RetrofitConfig> read_retrofit_config(const std::string& path);
+
+// Whether `retrofit` fits `model`: a GQA model without q/k/v biases or per-head q/k norms (the latent
+// cannot carry them), d_c and the kept frequencies in range, a top-k rule that leaves room to choose.
+Status check_retrofit(const ModelConfig& model, const RetrofitConfig& retrofit);
+
+}  // namespace drift::weights

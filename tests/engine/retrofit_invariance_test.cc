@@ -1,0 +1,105 @@
+// Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both): a
+// request's greedy output is the same alone, in a batch, with prefix reuse (served from the cache the
+// second time), with prefill chunks of 7 tokens and with prompt-lookup speculation. DSA-lite with EAGLE-3
+// trees and either retrofit with tensor parallelism are refused by name.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "engine_test_util.h"
+#include "model_copy.h"
+#include "retrofit_file.h"
+
+namespace drift::testing {
+namespace {
+
+std::vector<Request> requests() {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int32_t> token(3, 600);
+  std::vector<int32_t> shared(36);
+  for (int32_t& t : shared) t = token(rng);
+  std::vector<Request> out;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> prompt;
+    if (i % 2 == 0) prompt.assign(shared.begin(), shared.end());
+    for (int j = 0; j < 3 + (i * 13) % 40; ++j) prompt.push_back(token(rng));
+    out.push_back(greedy_request(prompt, 6 + i % 5));
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results) {
+  std::vector<std::vector<int32_t>> t;
+  for (const Collected& c : results) t.push_back(c.tokens);
+  return t;
+}
+
+EngineConfig config_with(const RetrofitRecipe& recipe, const std::string& name) {
+  EngineConfig c = fixture_engine_config();
+  c.retrofit_file = fresh_temp_dir("retrofit_engine") + "/" + name + ".safetensors";
+  const Status s = write_test_retrofit(c.model_dir, c.retrofit_file, recipe);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return c;
+}
+
+struct Case {
+  const char* name;
+  RetrofitRecipe recipe;
+};
+
+class RetrofitInvariance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
+  const EngineConfig base = config_with(GetParam().recipe, GetParam().name);
+  auto solo = Engine::create(base);
+  ASSERT_TRUE(solo.ok()) << solo.status().to_string();
+  std::vector<std::vector<int32_t>> alone;
+  for (const Request& r : requests()) alone.push_back(run_all(**solo, {r})[0].tokens);
+
+  auto engine = Engine::create(base);
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ(tokens_of(run_all(**engine, requests())), alone) << "batched";
+  EXPECT_EQ(tokens_of(run_all(**engine, requests())), alone) << "served again from the prefix cache";
+  EXPECT_GT((*engine)->metrics().prefix_cache_hits, 0);
+
+  EngineConfig chunked = base;
+  chunked.max_num_batched_tokens = 7;
+  chunked.max_num_seqs = 7;
+  auto chunky = Engine::create(chunked);
+  ASSERT_TRUE(chunky.ok());
+  EXPECT_EQ(tokens_of(run_all(**chunky, requests())), alone) << "chunks of 7";
+
+  EngineConfig speculative = base;
+  speculative.speculative.method = "ngram";
+  auto ngram = Engine::create(speculative);
+  ASSERT_TRUE(ngram.ok()) << ngram.status().to_string();
+  EXPECT_EQ(tokens_of(run_all(**ngram, requests())), alone) << "prompt-lookup speculation";
+}
+
+TEST(RetrofitModes, DsaLiteWithEagle3TreesIsRefusedByName) {
+  EngineConfig c = config_with({.mla_lite = false, .dsa_lite = true}, "dsa_eagle3");
+  c.speculative.method = "eagle3";
+  c.speculative.draft_dir = "auto";
+  auto engine = Engine::create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find(c.retrofit_file), std::string::npos) << engine.status().to_string();
+  EXPECT_NE(engine.status().message().find("EAGLE-3"), std::string::npos) << engine.status().to_string();
+}
+
+TEST(RetrofitModes, TensorParallelIsRefusedByName) {
+  EngineConfig c = config_with({}, "mla_tp");
+  c.tensor_parallel = 2;
+  auto engine = Engine::create(c);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("tensor_parallel 2"), std::string::npos) << engine.status().to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Retrofits, RetrofitInvariance,
+    ::testing::Values(Case{"mla_lite", {.rank = 20, .rope_freqs = {0, 1, 5}}},
+                      Case{"dsa_lite", {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3}},
+                      Case{"both", {.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace drift::testing

@@ -1,0 +1,28 @@
+// Retrofit files made in C++ from a model folder's own weights, for tests (tools/retrofit/ makes the
+// trained ones): MLA-lite with the latent = [K without its RoPE features; V] of every KV head, so that at
+// full rank the retrofit is the model exactly, or that latent cut to its first `rank` features; DSA-lite
+// with indexer weights drawn from a seed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "drift/status.h"
+
+namespace drift::testing {
+
+struct RetrofitRecipe {
+  bool mla_lite = true;
+  int64_t rank = 0;                  // d_c; 0: full rank
+  std::vector<int32_t> rope_freqs;   // empty: every frequency of the model's RoPE
+  bool dsa_lite = false;
+  int64_t index_heads = 2, index_dim = 8;
+  int32_t top_k = 16, sink_tokens = 1, local_window = 4;
+  uint64_t seed = 1;
+};
+
+// Writes the retrofit for the model in `model_dir` to `path` (F32 tensors).
+Status write_test_retrofit(const std::string& model_dir, const std::string& path, const RetrofitRecipe& recipe);
+
+}  // namespace drift::testing

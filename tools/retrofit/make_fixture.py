@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""The committed cross-check of tool and engine: an MLA-lite + DSA-lite retrofit of the tiny llama fixture,
+initialised by init.py from random calibration tokens (not identity: a PCA latent that drops RoPE from all
+but two frequencies, an indexer that prunes), and the logits this tool's forward gives for one prompt.
+tests/models/retrofit_test.cc loads both and checks the engine's logits against these.
+
+    /usr/bin/python3 tools/retrofit/make_fixture.py   # writes tests/fixtures/retrofit/llama_*.safetensors
+"""
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import init  # noqa: E402
+import st_io  # noqa: E402
+from llama_ref import Model, Retrofit  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+
+def main():
+    torch.manual_seed(0)
+    model = Model(os.path.join(REPO, "tests/fixtures/models/llama"), "cpu")
+    calibration = torch.randint(3, model.cfg.vocab, (4, 64))
+    inputs = init.layer_inputs(model, calibration)
+    retro = Retrofit(model.cfg, rank=16, freqs=init.choose_freqs(model, inputs, 2), index_heads=2, index_dim=8,
+                     top_k=8, sink=1, window=3)
+    init.init_mla_lite(model, retro, inputs)
+    init.init_indexer(model, retro, inputs)
+    ids = torch.randint(3, model.cfg.vocab, (1, 24))
+    with torch.no_grad():
+        logits, _ = model.forward(ids, retro, mla=True, dsa=True)
+    out = os.path.join(REPO, "tests/fixtures/retrofit")
+    os.makedirs(out, exist_ok=True)
+    st_io.write(os.path.join(out, "llama_retrofit.safetensors"), retro.tensors(), retro.metadata())
+    st_io.write(os.path.join(out, "llama_retrofit_golden.safetensors"),
+                {"ids": ids[0].to(torch.int32), "logits": logits[0].float()})
+    print(f"freqs {retro.freqs}; logits {tuple(logits.shape)} written to {out}")
+
+
+if __name__ == "__main__":
+    main()
