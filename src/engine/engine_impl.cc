@@ -131,6 +131,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.kv_dtype = kv_dtype_;
   load.extra_weight_files = config.extra_weight_files;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
+  load.expert_parallel = config.expert_parallel;
   if (ranks.others.empty()) {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   } else {
