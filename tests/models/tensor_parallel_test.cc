@@ -28,14 +28,12 @@ struct SplitModel {
   std::unique_ptr<runner::ModelRunner> runner;
 };
 
-Expected<SplitModel> load_split(const std::string& name, int32_t world, bool expert_parallel = false) {
+Expected<SplitModel> load_split(const std::string& name, int32_t world, model::LoadOptions options = {}) {
   std::vector<std::unique_ptr<backend::Ops>> ranks = backend::make_cpu_ranks(world);
   SplitModel s;
   s.first = std::move(ranks[0]);
   model::RankBackends backends{s.first.get(), {}};
   for (int32_t r = 1; r < world; ++r) backends.others.push_back(std::move(ranks[size_t(r)]));
-  model::LoadOptions options;
-  options.expert_parallel = expert_parallel;
   DRIFT_ASSIGN_OR_RETURN(s.model, model::load_tensor_parallel(fixture_dir(name), std::move(backends), options));
   runner::RunnerConfig rc;
   rc.num_blocks.assign(s.model->kv_specs(DType::kF32).size(), 64);
@@ -94,7 +92,9 @@ TEST_P(TensorParallelTest, LogitsAndGreedyMatchOneRank) {
   const Case c = GetParam();
   FixtureModel one = load_fixture(c.fixture);
   ASSERT_TRUE(one.runner);
-  auto split = load_split(c.fixture, c.world, c.expert_parallel);
+  model::LoadOptions options;
+  options.expert_parallel = c.expert_parallel;
+  auto split = load_split(c.fixture, c.world, options);
   ASSERT_TRUE(split.ok()) << split.status().to_string();
   // Every rank reads (or, for another rank's experts, counts) every tensor.
   EXPECT_EQ(split->model->num_parameters(), one.model->num_parameters());
@@ -178,10 +178,31 @@ TEST(TensorParallelSplit, RefusesAFieldThatDoesNotDivide) {
   EXPECT_NE(vocab.message().find("vocab_size 66"), std::string::npos) << vocab.message();
 }
 
+// Random weights (benchmarks): a rank skips the other ranks' experts in their turn of the draws, so each
+// holds the experts one rank would draw (DeepSeek's checkpoints name every expert's tensors apart).
+TEST(ExpertParallelSplit, RandomWeightsAreOneRanksDraws) {
+  model::LoadOptions options;
+  options.random_weights = true;
+  options.seed = 5;
+  options.random_std = 0.2f;  // large enough that the experts matter to the logits
+  auto one = load_split("deepseek_v3", 1, options);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  options.expert_parallel = true;
+  auto placed = load_split("deepseek_v3", 4, options);
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  const std::vector<int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46};
+  const std::vector<float> want = prompt_logits(*one->runner, ids, int32_t(ids.size()));
+  const std::vector<float> got = prompt_logits(*placed->runner, ids, int32_t(ids.size()));
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LE(relative_max_error(got.data(), want.data(), want.size()), kTolerance);
+}
+
 // num_experts must divide by the ranks (the experts' width need not); the shared experts stay split by
 // width, so theirs must; a model without experts is refused rather than silently run split by width.
 TEST(ExpertParallelSplit, RefusesExpertsThatCannotBePlaced) {
-  auto dense = load_split("llama", 2, true);
+  model::LoadOptions options;
+  options.expert_parallel = true;
+  auto dense = load_split("llama", 2, options);
   ASSERT_FALSE(dense.ok());
   EXPECT_NE(dense.status().message().find("expert_parallel"), std::string::npos) << dense.status().message();
 
