@@ -151,19 +151,25 @@ TEST(TensorParallelFailure, AFailedRankEndsTheStepWithItsError) {
   }
 }
 
+// One layer of 12 heads, vocabulary and width 96: every field divides 2, 3 and 4 ranks but those a test changes.
+weights::ModelConfig one_layer_config(const std::string& architecture, int64_t kv_heads) {
+  weights::ModelConfig c;
+  c.architecture = architecture;
+  c.num_layers = 1;
+  c.vocab_size = 96;
+  c.num_heads = 12;
+  c.num_kv_heads = kv_heads;
+  c.intermediate_size = 96;
+  return c;
+}
+
 TEST(TensorParallelSplit, RefusesAFieldThatDoesNotDivide) {
   // qwen2's fixture has 6 heads: 4 ranks cannot share them.
   auto four = load_split("qwen2", 4);
   ASSERT_FALSE(four.ok());
   EXPECT_NE(four.status().message().find("num_attention_heads 6"), std::string::npos) << four.status().message();
 
-  weights::ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
-  c.num_layers = 1;
-  c.vocab_size = 96;
-  c.num_heads = 12;
-  c.num_kv_heads = 3;
-  c.intermediate_size = 96;
+  weights::ModelConfig c = one_layer_config("LlamaForCausalLM", 3);
   const model::LayerPlan plan = model::plan_layers(c);
   EXPECT_TRUE(model::check_tensor_split(c, plan, 3).ok());
   const Status kv = model::check_tensor_split(c, plan, 2);
@@ -206,13 +212,7 @@ TEST(ExpertParallelSplit, RefusesExpertsThatCannotBePlaced) {
   ASSERT_FALSE(dense.ok());
   EXPECT_NE(dense.status().message().find("expert_parallel"), std::string::npos) << dense.status().message();
 
-  weights::ModelConfig c;
-  c.architecture = "DeepseekV3ForCausalLM";
-  c.num_layers = 1;
-  c.vocab_size = 96;
-  c.num_heads = 12;
-  c.num_kv_heads = 12;
-  c.intermediate_size = 96;
+  weights::ModelConfig c = one_layer_config("DeepseekV3ForCausalLM", 12);
   c.moe = weights::MoeConfig{.num_experts = 6, .num_experts_per_tok = 2, .moe_intermediate_size = 30,
                              .num_shared_experts = 2};
   const model::LayerPlan plan = model::plan_layers(c);

@@ -79,7 +79,7 @@ Moe::Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(we
 // token (attention ends in an all-reduce), computed its experts' contributions (zero rows for tokens none
 // of them got) and its share of the shared experts, and the sum over ranks is each token's output. An
 // all-to-all would instead send each token only to the ranks that hold its experts before moe_experts and
-// bring the weighted outputs back after (src/model/README.md says when that pays); route() and
+// bring the weighted outputs back after (src/backend/comm/README.md says when that pays); route() and
 // moe_experts' first_expert stay as they are.
 void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const {
   const int64_t n = x.size(0);
