@@ -40,6 +40,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--tensor-parallel,--tp", c.tensor_parallel,
                  "Ranks the model is split over on this host (cpu: threads; cuda: one GPU each, over NCCL)")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd.add_flag("--expert-parallel,--ep", c.expert_parallel,
+               "MoE models: place the routed experts whole across the --tensor-parallel ranks (1/N of them each) "
+               "instead of splitting every expert's width");
   cmd.add_option("--block-size", c.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)")
       ->check(at_least(0))->capture_default_str();

@@ -318,9 +318,10 @@ void roofline(const Shape& s, backend::CudaOps& ops, std::vector<RoofRow>& out) 
 
 class ModelBench {
  public:
-  // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none.
+  // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none; `expert_parallel`:
+  // their routed experts placed whole instead of split by width.
   ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
-             int max_prefill, bool fast_loader, model::RankBackends ranks = {})
+             int max_prefill, bool fast_loader, model::RankBackends ranks = {}, bool expert_parallel = false)
       : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
@@ -330,6 +331,7 @@ class ModelBench {
     fast_loader = fast_loader && !s.moe() && s.config_json == nullptr;
     lo.random_weights = !fast_loader;
     lo.seed = 7;
+    lo.expert_parallel = expert_parallel && s.moe();
     if (fast_loader) write_random_checkpoint(s, dir);
     const double t_write = seconds_since(t0);
     auto config = weights::load_model_config(dir);
@@ -632,6 +634,9 @@ int run(int argc, char** argv) {
   app.add_option("--tensor-parallel", tensor_parallel,
                  "split each model over GPUs 0..N-1 (NCCL); decode rows run eager, and the all-reduce time per step is printed")
       ->check(CLI::Range(1, 8));
+  bool expert_parallel = false;
+  app.add_flag("--expert-parallel", expert_parallel,
+               "with --tensor-parallel: the MoE shapes' routed experts placed whole over the GPUs (dense shapes ignore it)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
   if (tensor_parallel > 1) {
@@ -696,13 +701,15 @@ int run(int argc, char** argv) {
       ranks = std::move(made).value();
       print_all_reduce(s, ranks, batches);
     }
-    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast", std::move(ranks));
+    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast", std::move(ranks),
+                 expert_parallel);
     for (int n : prefills) {
       rows.push_back(b.prefill(n));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
     }
     for (int batch : batches) {
-      const std::string tp = tensor_parallel > 1 ? fmt::format(" tp{} eager", tensor_parallel) : "";
+      const std::string tp =
+          tensor_parallel > 1 ? fmt::format(" {}{} eager", expert_parallel && s.moe() ? "ep" : "tp", tensor_parallel) : "";
       rows.push_back(b.decode(batch, tensor_parallel == 1, fmt::format("decode b={}{}", batch, tp)));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
     }

@@ -65,6 +65,10 @@ struct EngineConfig {
   // Tensor-parallel ranks on this host (cpu: threads; cuda: one GPU each, over NCCL): every rank holds
   // 1/N of the heads, widths and vocabulary. 1: one rank.
   int32_t tensor_parallel = 1;
+  // Mixture-of-experts models: each of the tensor_parallel ranks holds 1/N of the routed experts whole
+  // instead of 1/N of every expert's width (attention and dense layers stay split). num_experts must divide
+  // by N; a model without experts is refused. With one rank it changes nothing.
+  bool expert_parallel = false;
   int32_t block_size = 16;
   int64_t kv_cache_bytes = 0;      // 0: derive from kv_cache_memory_fraction
   // KV cache element type: "auto" (the backend's compute dtype: f32 on cpu, bf16 on cuda), "bf16",

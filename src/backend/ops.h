@@ -135,7 +135,10 @@ struct MoeRouteParams {
 };
 
 // Routed experts: out[t] = sum_j topk_weights[t, j] * expert_{topk_ids[t, j]}(x[t]), where
-// expert_e(x) = w_down[e] @ act(w_gate_up[e] @ x + b_gate_up[e]) + b_down[e].
+// expert_e(x) = w_down[e - first_expert] @ act(w_gate_up[e - first_expert] @ x + ...) + ..., over the choices
+// j whose expert the matrices hold (first_expert <= e < first_expert + w_gate_up.size(0)); the others add
+// nothing (expert parallelism: a rank holds a range of the experts, and a token none of whose experts it
+// holds gets a zero row).
 // act: silu(gate) * up, or with swiglu_limit > 0 GPT-OSS's clamped form
 // (up' + 1) * g * sigmoid(alpha * g), g = min(gate, limit), up' = clamp(up, -limit, limit).
 //
@@ -146,6 +149,7 @@ struct MoeExpertsParams {
   Tensor x;             // [T, H]
   Tensor topk_ids;      // [T, top_k] int32
   Tensor topk_weights;  // [T, top_k] fp32
+  int32_t first_expert = 0;  // the expert id of w_gate_up[0] (0 unless experts are placed across ranks)
   Tensor w_gate_up;     // [E, 2F, H]: the F gate rows, then the F up rows (or alternating, gate_up_interleaved)
   Tensor b_gate_up;     // optional [E, 2F], in the row order of w_gate_up
   Tensor w_down;        // [E, H, F]

@@ -151,6 +151,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.extra_weight_files = config.extra_weight_files;
   load.retrofit_file = config.retrofit_file;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
+  load.expert_parallel = config.expert_parallel;
   if (ranks.others.empty()) {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   } else {

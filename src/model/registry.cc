@@ -5,6 +5,7 @@
 
 #include "model/arch/eagle3.h"
 #include "model/layer_plan.h"
+#include "model/tensor_split.h"
 
 namespace drift::model {
 
@@ -93,6 +94,10 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
                                         model_dir, config.architecture));
   if (find_entry(config.architecture) == nullptr) return unknown_architecture(config.architecture);
   if (!options.retrofit_file.empty()) DRIFT_RETURN_IF_ERROR(apply_retrofit(config, options.retrofit_file));
+  if (options.expert_parallel) {
+    DRIFT_RETURN_IF_ERROR(check_expert_split(config, ops.world_size()));
+    config.moe->expert_parallel = true;
+  }
   DRIFT_RETURN_IF_ERROR(check_backend(config, plan_layers(config), ops, options.kv_dtype.value_or(ops.compute_dtype())));
   DRIFT_RETURN_IF_ERROR(size_positions(config, options.max_positions, ops));
   if (options.random_weights) {

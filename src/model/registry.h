@@ -24,6 +24,9 @@ struct LoadOptions {
   // The longest sequence the model will run (the served context): position tables are sized by it.
   // 0: the config's max_position_embeddings.
   int64_t max_positions = 0;
+  // Expert parallelism: each tensor-parallel rank holds a range of the routed experts whole instead of a
+  // width of every one (check_expert_split says which models can). A model without experts is refused.
+  bool expert_parallel = false;
   // More safetensors files whose tensors join the folder's (retrofit weights, draft heads).
   std::vector<std::string> extra_weight_files;
   // A retrofit (weights/retrofit_config.h): its tensors join the folder's and its layers replace or join

@@ -158,7 +158,7 @@ Expected<std::unique_ptr<Model>> load_tensor_parallel(const std::string& model_d
       return invalid_argument(fmt::format("{} backends given for a group of {} ranks", ranks.world_size(),
                                           other->world_size()));
   // Refused once, by the field, before any rank reads a weight.
-  DRIFT_RETURN_IF_ERROR(check_tensor_split(config, plan_layers(config), ranks.world_size()));
+  DRIFT_RETURN_IF_ERROR(check_tensor_split(config, plan_layers(config), ranks.world_size(), options.expert_parallel));
   auto model = std::make_unique<TensorParallelModel>(config, std::move(ranks));
   DRIFT_RETURN_IF_ERROR(model->load(model_dir, options));
   return std::unique_ptr<Model>(std::move(model));

@@ -145,6 +145,11 @@ void WeightLoader::count(const std::string& name, const std::vector<int64_t>& sh
   if (progress_) progress_(bytes_loaded_, bytes_total_);
 }
 
+void WeightLoader::skip(const std::string& name, const std::vector<int64_t>& shape) {
+  if (store_ == nullptr) ++num_random_;
+  count(name, shape, 0);
+}
+
 Status WeightLoader::read_f32(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
                               std::vector<float>& out) {
   DRIFT_RETURN_IF_ERROR(check_shard(name, shape, shard));

@@ -56,6 +56,9 @@ class WeightLoader {
   // uniform bytes (U8 only).
   Expected<backend::Buffer> load_stored(const std::string& name, const std::vector<int64_t>& shape, DType dtype,
                                         const Shard& shard = {});
+  // A tensor another rank holds whole (an expert placed there): not read, but counted among the model's
+  // parameters and given its turn in the random draws, so every rank's weights are those one rank draws.
+  void skip(const std::string& name, const std::vector<int64_t>& shape);
   // The weight as fp32 on the host, for layouts a model derives at load (MLA's absorbed projections).
   Expected<std::vector<float>> read_host(const std::string& name, const std::vector<int64_t>& shape,
                                          const Shard& shard = {});

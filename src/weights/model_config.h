@@ -58,6 +58,9 @@ struct MoeConfig {
   bool norm_topk_prob = false;  // renormalise the top-k weights to sum to 1
   Scoring scoring = kSoftmax;
   TopkMethod topk_method = kGreedy;
+  // Routed experts placed whole across the tensor-parallel ranks instead of each split by width
+  // (model::LoadOptions::expert_parallel). Not read from config.json.
+  bool expert_parallel = false;
 };
 
 enum class LayerAttention { kFull, kSliding };

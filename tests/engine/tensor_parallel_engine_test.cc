@@ -1,6 +1,8 @@
 // The engine with the model split over 2 CPU ranks (threads, EngineConfig::tensor_parallel): every fixture
 // gives transformers' greedy continuations through chunked prefill and prefix reuse, the default model the
 // same tokens as one rank, no KV block is left held, and a split that cannot be made is refused by name.
+// The MoE fixtures again with their experts placed over 2 and 4 ranks (EngineConfig::expert_parallel);
+// a model without experts asked for expert parallelism is refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +60,44 @@ TEST(TensorParallelEngine, DefaultModelGivesOneRanksTokens) {
   ASSERT_EQ(one.size(), 4u);
   for (const auto& t : one) EXPECT_EQ(t.size(), 24u);
   EXPECT_EQ(two, one);
+}
+
+struct ExpertCase {
+  std::string fixture;
+  int32_t ranks;
+};
+
+class ExpertParallelEngineTest : public ::testing::TestWithParam<ExpertCase> {};
+
+TEST_P(ExpertParallelEngineTest, GreedyMatchesTransformersWithExpertsPlaced) {
+  EngineConfig config = fixture_engine_config(GetParam().fixture);
+  config.tensor_parallel = GetParam().ranks;
+  config.expert_parallel = true;
+  config.max_num_batched_tokens = 7;
+  config.max_num_seqs = 4;
+  auto engine = Engine::create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const EngineMetrics m = expect_golden_twice(**engine, golden_requests(GetParam().fixture));
+  EXPECT_GT(m.prefix_cache_hits, 0);
+  EXPECT_EQ(m.kv_blocks_used, 0) << "a block leaked";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParallelEngineTest,
+                         ::testing::Values(ExpertCase{"deepseek_v2", 2}, ExpertCase{"deepseek_v2", 4},
+                                           ExpertCase{"deepseek_v3", 2}, ExpertCase{"deepseek_v3", 4},
+                                           ExpertCase{"gpt_oss", 2}, ExpertCase{"gpt_oss", 4}),
+                         [](const auto& info) { return info.param.fixture + "_ep" + std::to_string(info.param.ranks); });
+
+// One rank or several, asking a dense model for expert parallelism is a mistake worth naming.
+TEST(ExpertParallelEngine, RefusesAModelWithoutExperts) {
+  for (const int32_t ranks : {1, 2}) {
+    EngineConfig config = fixture_engine_config("llama");
+    config.tensor_parallel = ranks;
+    config.expert_parallel = true;
+    auto engine = Engine::create(config);
+    ASSERT_FALSE(engine.ok()) << ranks << " ranks";
+    EXPECT_NE(engine.status().message().find("expert_parallel"), std::string::npos) << engine.status().message();
+  }
 }
 
 TEST(TensorParallelEngine, RefusesASplitByTheFieldsName) {

@@ -2,7 +2,9 @@
 // family split over 2 ranks (and 4 where its heads allow) gives the logits of one rank within kTolerance
 // of the largest logit (the partial sums of a row split add up in another order), the same greedy
 // continuation as transformers, and the same KV through chunked prefill. A config that does not split
-// is refused by the field's name before a weight is read.
+// is refused by the field's name before a weight is read. The MoE fixtures again with expert parallelism
+// (each rank holds 1/N of the experts whole): the same logits within kTolerance and the same greedy
+// tokens, and experts that cannot be placed (or a model without them) refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,13 +28,13 @@ struct SplitModel {
   std::unique_ptr<runner::ModelRunner> runner;
 };
 
-Expected<SplitModel> load_split(const std::string& name, int32_t world) {
+Expected<SplitModel> load_split(const std::string& name, int32_t world, model::LoadOptions options = {}) {
   std::vector<std::unique_ptr<backend::Ops>> ranks = backend::make_cpu_ranks(world);
   SplitModel s;
   s.first = std::move(ranks[0]);
   model::RankBackends backends{s.first.get(), {}};
   for (int32_t r = 1; r < world; ++r) backends.others.push_back(std::move(ranks[size_t(r)]));
-  DRIFT_ASSIGN_OR_RETURN(s.model, model::load_tensor_parallel(fixture_dir(name), std::move(backends), {}));
+  DRIFT_ASSIGN_OR_RETURN(s.model, model::load_tensor_parallel(fixture_dir(name), std::move(backends), options));
   runner::RunnerConfig rc;
   rc.num_blocks.assign(s.model->kv_specs(DType::kF32).size(), 64);
   rc.max_num_tokens = 512;
@@ -81,6 +83,7 @@ std::vector<int32_t> greedy(runner::ModelRunner& runner, std::vector<int32_t> to
 struct Case {
   std::string fixture;
   int32_t world;
+  bool expert_parallel = false;
 };
 
 class TensorParallelTest : public ::testing::TestWithParam<Case> {};
@@ -89,8 +92,12 @@ TEST_P(TensorParallelTest, LogitsAndGreedyMatchOneRank) {
   const Case c = GetParam();
   FixtureModel one = load_fixture(c.fixture);
   ASSERT_TRUE(one.runner);
-  auto split = load_split(c.fixture, c.world);
+  model::LoadOptions options;
+  options.expert_parallel = c.expert_parallel;
+  auto split = load_split(c.fixture, c.world, options);
   ASSERT_TRUE(split.ok()) << split.status().to_string();
+  // Every rank reads (or, for another rank's experts, counts) every tensor.
+  EXPECT_EQ(split->model->num_parameters(), one.model->num_parameters());
   // Each rank's cache holds its share of the kv heads (one replicated head when there are fewer).
   const core::KvSpec whole = one.model->kv_specs(DType::kF32)[0], part = split->model->kv_specs(DType::kF32)[0];
   if (whole.kind == core::KvKind::kGqa) EXPECT_EQ(part.kv_heads, std::max(1, whole.kv_heads / c.world));
@@ -101,21 +108,28 @@ TEST_P(TensorParallelTest, LogitsAndGreedyMatchOneRank) {
     const std::vector<float> got = prompt_logits(*split->runner, p.ids, 5);
     ASSERT_EQ(got.size(), want.size());
     const double error = relative_max_error(got.data(), want.data(), want.size());
-    EXPECT_LE(error, kTolerance) << c.fixture << " over " << c.world << " ranks, prompt of " << p.ids.size();
+    EXPECT_LE(error, kTolerance) << c.fixture << " over " << c.world << " ranks, prompt of " << p.ids.size()
+                                 << (c.expert_parallel ? ", experts placed" : "");
     worst = std::max(worst, error);
     EXPECT_EQ(greedy(*split->runner, p.ids, p.greedy.size()), p.greedy) << c.fixture << " over " << c.world << " ranks";
   }
   RecordProperty("max_relative_error", std::to_string(worst));
-  std::printf("%s over %d ranks: logits within %.2e of one rank's\n", c.fixture.c_str(), c.world, worst);
+  std::printf("%s over %d ranks%s: logits within %.2e of one rank's\n", c.fixture.c_str(), c.world,
+              c.expert_parallel ? " (expert-parallel)" : "", worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values(Case{"llama", 2}, Case{"llama", 4}, Case{"llama-bias", 2},
                                            Case{"llama-bias", 4}, Case{"qwen2", 2}, Case{"qwen3", 2}, Case{"qwen3", 4},
                                            Case{"deepseek_v2", 2}, Case{"deepseek_v2", 4}, Case{"deepseek_v3", 2},
-                                           Case{"youtu", 2}, Case{"youtu", 4}, Case{"gpt_oss", 2}, Case{"gpt_oss", 4}),
+                                           Case{"youtu", 2}, Case{"youtu", 4}, Case{"gpt_oss", 2}, Case{"gpt_oss", 4},
+                                           // 8 experts each: 2 or 4 whole experts a rank.
+                                           Case{"deepseek_v2", 2, true}, Case{"deepseek_v2", 4, true},
+                                           Case{"deepseek_v3", 2, true}, Case{"deepseek_v3", 4, true},
+                                           Case{"gpt_oss", 2, true}, Case{"gpt_oss", 4, true}),
                          [](const auto& info) {
-                           std::string n = info.param.fixture + "_tp" + std::to_string(info.param.world);
+                           std::string n = info.param.fixture + (info.param.expert_parallel ? "_ep" : "_tp") +
+                                           std::to_string(info.param.world);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -137,19 +151,25 @@ TEST(TensorParallelFailure, AFailedRankEndsTheStepWithItsError) {
   }
 }
 
+// One layer of 12 heads, vocabulary and width 96: every field divides 2, 3 and 4 ranks but those a test changes.
+weights::ModelConfig one_layer_config(const std::string& architecture, int64_t kv_heads) {
+  weights::ModelConfig c;
+  c.architecture = architecture;
+  c.num_layers = 1;
+  c.vocab_size = 96;
+  c.num_heads = 12;
+  c.num_kv_heads = kv_heads;
+  c.intermediate_size = 96;
+  return c;
+}
+
 TEST(TensorParallelSplit, RefusesAFieldThatDoesNotDivide) {
   // qwen2's fixture has 6 heads: 4 ranks cannot share them.
   auto four = load_split("qwen2", 4);
   ASSERT_FALSE(four.ok());
   EXPECT_NE(four.status().message().find("num_attention_heads 6"), std::string::npos) << four.status().message();
 
-  weights::ModelConfig c;
-  c.architecture = "LlamaForCausalLM";
-  c.num_layers = 1;
-  c.vocab_size = 96;
-  c.num_heads = 12;
-  c.num_kv_heads = 3;
-  c.intermediate_size = 96;
+  weights::ModelConfig c = one_layer_config("LlamaForCausalLM", 3);
   const model::LayerPlan plan = model::plan_layers(c);
   EXPECT_TRUE(model::check_tensor_split(c, plan, 3).ok());
   const Status kv = model::check_tensor_split(c, plan, 2);
@@ -162,6 +182,51 @@ TEST(TensorParallelSplit, RefusesAFieldThatDoesNotDivide) {
   c.vocab_size = 66;
   const Status vocab = model::check_tensor_split(c, plan, 4);
   EXPECT_NE(vocab.message().find("vocab_size 66"), std::string::npos) << vocab.message();
+}
+
+// Random weights (benchmarks): a rank skips the other ranks' experts in their turn of the draws, so each
+// holds the experts one rank would draw (DeepSeek's checkpoints name every expert's tensors apart).
+TEST(ExpertParallelSplit, RandomWeightsAreOneRanksDraws) {
+  model::LoadOptions options;
+  options.random_weights = true;
+  options.seed = 5;
+  options.random_std = 0.2f;  // large enough that the experts matter to the logits
+  auto one = load_split("deepseek_v3", 1, options);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  options.expert_parallel = true;
+  auto placed = load_split("deepseek_v3", 4, options);
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  const std::vector<int32_t> ids = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46};
+  const std::vector<float> want = prompt_logits(*one->runner, ids, int32_t(ids.size()));
+  const std::vector<float> got = prompt_logits(*placed->runner, ids, int32_t(ids.size()));
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LE(relative_max_error(got.data(), want.data(), want.size()), kTolerance);
+}
+
+// num_experts must divide by the ranks (the experts' width need not); the shared experts stay split by
+// width, so theirs must; a model without experts is refused rather than silently run split by width.
+TEST(ExpertParallelSplit, RefusesExpertsThatCannotBePlaced) {
+  model::LoadOptions options;
+  options.expert_parallel = true;
+  auto dense = load_split("llama", 2, options);
+  ASSERT_FALSE(dense.ok());
+  EXPECT_NE(dense.status().message().find("expert_parallel"), std::string::npos) << dense.status().message();
+
+  weights::ModelConfig c = one_layer_config("DeepseekV3ForCausalLM", 12);
+  c.moe = weights::MoeConfig{.num_experts = 6, .num_experts_per_tok = 2, .moe_intermediate_size = 30,
+                             .num_shared_experts = 2};
+  const model::LayerPlan plan = model::plan_layers(c);
+  const Status six = model::check_tensor_split(c, plan, 4, true);
+  EXPECT_NE(six.message().find("num_experts 6"), std::string::npos) << six.message();
+  EXPECT_NE(model::check_expert_split(c, 4).message().find("num_experts 6"), std::string::npos);
+  c.moe->num_experts = 8;
+  // Whole experts of width 30 over 4 ranks; the shared width 60 splits.
+  EXPECT_TRUE(model::check_tensor_split(c, plan, 4, true).ok());
+  const Status width = model::check_tensor_split(c, plan, 4, false);
+  EXPECT_NE(width.message().find("moe_intermediate_size 30"), std::string::npos) << width.message();
+  c.moe->num_shared_experts = 1;
+  const Status shared = model::check_tensor_split(c, plan, 4, true);
+  EXPECT_NE(shared.message().find("shared experts' width 30"), std::string::npos) << shared.message();
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The CUDA mixture-of-experts ops against the CPU oracle: routing in GPT-OSS's and DeepSeek's variants
 // (ids exactly, weights to fp32 rounding), and MXFP4 experts (the CPU gets the same codes decoded to fp32)
 // and bf16 experts (DeepSeek) at batch 1, odd token counts, experts that get no token, every token on one
-// expert, and prefill sizes.
+// expert, and prefill sizes; and matrices of a range of the experts (expert parallelism's first_expert),
+// where the other experts' choices add nothing and a token with none of them gets a zero row.
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -18,6 +19,9 @@ struct ExpertsCase {
   int32_t used_experts;  // choices drawn from the first this-many experts (fewer: experts with no token)
   bool interleaved;
   float swiglu_limit;
+  // Expert id of matrix 0: the matrices hold [first_expert, first_expert + experts) and choices outside
+  // are another rank's (used_experts may then exceed experts).
+  int32_t first_expert = 0;
 };
 
 // top_k distinct random experts from [0, used) per token (top_k <= used), weights positive summing to 1.
@@ -142,6 +146,9 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
       {"64 tokens (two n-tiles)", 64, 128, 128, 32, 4, 32, true, 7.0f},
       {"300 tokens (prefill tiles)", 300, 256, 192, 8, 4, 8, true, 7.0f},
       {"prefill, 2 of 8 experts", 101, 128, 128, 8, 2, 2, false, 7.0f},
+      {"experts 4..7 of 8 held (rank 1 of 2)", 17, 128, 64, 4, 4, 8, true, 7.0f, 4},
+      {"batch 1, experts 2..3 of 8 held (rank 1 of 4)", 1, 128, 64, 2, 2, 8, true, 7.0f, 2},
+      {"prefill, experts 0..3 of 8 held", 300, 128, 64, 4, 4, 8, true, 7.0f, 0},
   };
   for (const ExpertsCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -163,6 +170,9 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
       {"k past a whole step (hidden 200, ffn 136)", 40, 200, 136, 6, 2, 6, false, 0.0f},
       {"16 tokens, deepseek-v2 top-6 of 64", 16, 128, 192, 64, 6, 64, false, 0.0f},
       {"batch 1, 2 of 8 experts", 1, 128, 64, 8, 2, 8, false, 0.0f},
+      {"experts 4..7 of 8 held (rank 1 of 2)", 17, 128, 64, 4, 2, 8, false, 0.0f, 4},
+      {"batch 1, experts 6..7 of 8 held (rank 3 of 4)", 1, 64, 32, 2, 2, 8, false, 0.0f, 6},
+      {"prefill, experts 32..63 of 64 held", 300, 128, 64, 32, 6, 64, false, 0.0f, 32},
   };
   // Widths that are multiples of 64 take the tensor-core kernels; every case also runs on CUDA cores.
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
@@ -196,6 +206,7 @@ std::vector<float> CudaMoeTest::cpu_experts(const ExpertsCase& c, const ExpertsI
   backend::MoeExpertsParams p;
   p.gate_up_interleaved = c.interleaved;
   p.swiglu_limit = c.swiglu_limit;
+  p.first_expert = c.first_expert;
   p.x = x.view, p.topk_ids = ids.view, p.topk_weights = w.view, p.w_gate_up = gu.view, p.w_down = dn.view;
   if (in.bias) p.b_gate_up = b_gu.view, p.b_down = b_dn.view;
   p.out = out.view;
@@ -213,6 +224,7 @@ std::vector<float> CudaMoeTest::gpu_experts(const ExpertsCase& c, const ExpertsI
   backend::Buffer work = gpu_->alloc(DType::kU8, {int64_t(gpu_->moe_workspace_bytes(shape, n))});
   p.gate_up_interleaved = c.interleaved;
   p.swiglu_limit = c.swiglu_limit;
+  p.first_expert = c.first_expert;
   p.x = x.view, p.topk_ids = ids.view, p.topk_weights = w.view, p.out = out.view, p.workspace = work.view;
   if (in.bias) p.b_gate_up = b_gu.view, p.b_down = b_dn.view;
   gpu_->moe_experts(p);

@@ -119,8 +119,8 @@ void CpuOps::moe_experts(const MoeExpertsParams& p) {
   std::vector<std::vector<std::pair<int64_t, float>>> assigned(static_cast<size_t>(num_experts));
   for (int64_t t = 0; t < num_tokens; ++t)
     for (int64_t j = 0; j < top_k; ++j) {
-      const int32_t e = p.topk_ids.data_as<int32_t>()[t * top_k + j];
-      DRIFT_CHECK(e >= 0 && e < num_experts, "expert id {} outside [0, {})", e, num_experts);
+      const int32_t e = p.topk_ids.data_as<int32_t>()[t * top_k + j] - p.first_expert;
+      if (e < 0 || e >= num_experts) continue;  // another rank's expert
       assigned[size_t(e)].emplace_back(t, p.topk_weights.data_as<float>()[t * top_k + j]);
     }
 

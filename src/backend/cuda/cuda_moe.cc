@@ -98,6 +98,7 @@ cuda::MoeExpertsArgs experts_args(const MoeExpertsParams& p, int64_t experts, in
           .ffn = int32_t(ffn),
           .num_experts = int32_t(experts),
           .top_k = int32_t(top_k),
+          .first_expert = p.first_expert,
           .interleaved = p.gate_up_interleaved,
           .swiglu_limit = p.swiglu_limit,
           .swiglu_alpha = p.swiglu_alpha};

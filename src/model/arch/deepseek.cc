@@ -18,6 +18,21 @@ Status check_deepseek(const weights::ModelConfig& c) {
   return Status::Ok();
 }
 
+// Tensors of each expert (`per_expert` of them, expert by expert in `names`) stacked along dimension 0 for
+// the experts this rank holds, each tensor's `shard` part; the other ranks' experts are skipped in their turn.
+Expected<backend::Buffer> load_expert_stack(WeightLoader& loader, const MoeSpec& spec,
+                                            const std::vector<std::string>& names,
+                                            const std::vector<std::vector<int64_t>>& shapes, size_t per_expert,
+                                            const Shard& shard) {
+  const size_t first = size_t(spec.first_expert()) * per_expert;
+  const size_t end = first + size_t(spec.local_experts()) * per_expert;
+  for (size_t i = 0; i < first; ++i) loader.skip(names[i], shapes[i]);
+  auto held = loader.load_stacked({names.begin() + ptrdiff_t(first), names.begin() + ptrdiff_t(end)},
+                                  {shapes.begin() + ptrdiff_t(first), shapes.begin() + ptrdiff_t(end)}, shard);
+  for (size_t i = end; i < names.size(); ++i) loader.skip(names[i], shapes[i]);
+  return held;
+}
+
 // Checkpoints keep one gate/up/down triple per expert; they are stacked into [E, 2F, H] and [E, H, F].
 Expected<Moe> load_deepseek_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec,
                                 const weights::ModelConfig& c) {
@@ -31,9 +46,9 @@ Expected<Moe> load_deepseek_moe(WeightLoader& loader, const std::string& prefix,
     w.correction_bias = loader.ops().alloc(DType::kF32, {spec.num_experts});
     loader.ops().copy_from_host(w.correction_bias.view, bias.data());
   }
-  // Each rank reads its share of every expert's gate and up rows and of its down columns.
-  const Shard rows = spec.split.world > 1 ? spec.split.along(0) : Shard{};
-  const Shard cols = spec.split.world > 1 ? spec.split.along(1) : Shard{};
+  // A width split reads every expert's share of gate and up rows and of down columns; placed experts, the
+  // rank's own whole.
+  const Shard rows = spec.width_shard(0), cols = spec.width_shard(1);
   std::vector<std::string> gate_up_names, down_names;
   std::vector<std::vector<int64_t>> gate_up_shapes, down_shapes;
   for (int64_t e = 0; e < spec.num_experts; ++e) {
@@ -43,11 +58,11 @@ Expected<Moe> load_deepseek_moe(WeightLoader& loader, const std::string& prefix,
     down_names.push_back(expert + ".down_proj.weight");
     down_shapes.push_back({spec.hidden, spec.ffn});
   }
-  const int64_t f = spec.local_ffn();
-  DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, loader.load_stacked(gate_up_names, gate_up_shapes, rows));
-  w.w_gate_up.view = w.w_gate_up.view.view({spec.num_experts, 2 * f, spec.hidden});
-  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.load_stacked(down_names, down_shapes, cols));
-  w.w_down.view = w.w_down.view.view({spec.num_experts, spec.hidden, f});
+  const int64_t experts = spec.local_experts(), f = spec.local_ffn();
+  DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, load_expert_stack(loader, spec, gate_up_names, gate_up_shapes, 2, rows));
+  w.w_gate_up.view = w.w_gate_up.view.view({experts, 2 * f, spec.hidden});
+  DRIFT_ASSIGN_OR_RETURN(w.w_down, load_expert_stack(loader, spec, down_names, down_shapes, 1, cols));
+  w.w_down.view = w.w_down.view.view({experts, spec.hidden, f});
   if (spec.shared_ffn > 0) {
     DRIFT_ASSIGN_OR_RETURN(w.shared,
                            GatedMlp::load(loader, prefix + ".shared_experts", spec.hidden, spec.shared_ffn, false));

@@ -44,16 +44,16 @@ std::vector<float> gate_first(const std::vector<float>& w, int64_t experts, int6
 }
 
 // The MXFP4 matrix "<name>_blocks" [E, rows, cols / 32, 16] + "<name>_scales" [E, rows, cols / 32] as stored,
-// the codes seen as [E, rows, cols / 2]; under a split, the rank's part along dimension `dim` (1: rows,
-// 2: the column blocks).
+// the codes seen as [E, rows, cols / 2]; under a split, the rank's part along the shard's dimension (0: its
+// experts, 1: rows, 2: the column blocks).
 Status load_mxfp4(WeightLoader& loader, const std::string& name, int64_t experts, int64_t rows, int64_t cols,
-                  const TensorSplit& split, int32_t dim, backend::Buffer& codes, backend::Buffer& scales) {
+                  const Shard& shard, backend::Buffer& codes, backend::Buffer& scales) {
   const int64_t blocks = cols / weights::kMxfp4BlockValues;
-  const Shard shard = split.world > 1 ? split.along(dim) : Shard{};
   DRIFT_ASSIGN_OR_RETURN(codes, loader.load_stored(name + "_blocks", {experts, rows, blocks, weights::kMxfp4BlockBytes},
                                                    DType::kU8, shard));
-  const int64_t local_rows = dim == 1 ? split.part(rows) : rows, local_cols = dim == 2 ? split.part(cols) : cols;
-  codes.view = codes.view.view({experts, local_rows, local_cols / 2});
+  std::vector<int64_t> local = {experts, rows, cols};
+  if (!shard.whole()) local[size_t(shard.dim)] /= shard.world;
+  codes.view = codes.view.view({local[0], local[1], local[2] / 2});
   DRIFT_ASSIGN_OR_RETURN(scales, loader.load_stored(name + "_scales", {experts, rows, blocks}, DType::kU8, shard));
   return Status::Ok();
 }
@@ -63,14 +63,14 @@ Status load_mxfp4(WeightLoader& loader, const std::string& name, int64_t experts
 Expected<Moe> load_gpt_oss_mxfp4_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec) {
   const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
   const std::string experts = prefix + ".experts";
-  const Shard rows = spec.split.world > 1 ? spec.split.along(1) : Shard{};
+  const Shard rows = spec.expert_shard(0, 1);
   MoeWeights w;
   DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".router", e, h, true));
-  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".gate_up_proj", e, 2 * f, h, spec.split, 1, w.w_gate_up,
-                                   w.w_gate_up_scales));
-  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, spec.split, 2, w.w_down, w.w_down_scales));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".gate_up_proj", e, 2 * f, h, rows, w.w_gate_up, w.w_gate_up_scales));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, spec.expert_shard(0, 2), w.w_down,
+                                   w.w_down_scales));
   DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.load(experts + ".gate_up_proj_bias", {e, 2 * f}, rows));
-  DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}));
+  DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}, spec.placed_shard(0)));
   w.gate_up_interleaved = true;
   return Moe(spec, std::move(w));
 }
@@ -78,7 +78,8 @@ Expected<Moe> load_gpt_oss_mxfp4_moe(WeightLoader& loader, const std::string& pr
 Expected<Moe> load_gpt_oss_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec,
                                const weights::ModelConfig& c) {
   if (spec.mxfp4) return load_gpt_oss_mxfp4_moe(loader, prefix, spec);
-  const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn, local_f = spec.local_ffn();
+  const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
+  const int64_t local_e = spec.local_experts(), local_f = spec.local_ffn();
   const std::string experts = prefix + ".experts";
   MoeWeights w;
   DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".router", e, h, true));
@@ -93,15 +94,15 @@ Expected<Moe> load_gpt_oss_moe(WeightLoader& loader, const std::string& prefix, 
     gate_up = transpose_experts(gate_up_in_out, e, h, 2 * f);
     down = transpose_experts(down_in_out, e, f, h);
   }
-  // The rank's share, cut on the host from the gate-first layout: [E, 2, F, H] along F, down [E, H, F] along F.
-  const Shard down_cols = spec.split.world > 1 ? spec.split.along(2) : Shard{};
+  // The rank's part, cut on the host from the gate-first layout: [E, 2, F, H] and down [E, H, F], along E
+  // (placed experts) or F (a width split).
   DRIFT_ASSIGN_OR_RETURN(w.w_gate_up, loader.upload(shard_of(gate_first(gate_up, e, f, h), {e, 2, f, h}, spec.gate_up_shard()),
-                                                    {e, 2 * local_f, h}));
-  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.upload(shard_of(down, {e, h, f}, down_cols), {e, h, local_f}));
+                                                    {local_e, 2 * local_f, h}));
+  DRIFT_ASSIGN_OR_RETURN(w.w_down, loader.upload(shard_of(down, {e, h, f}, spec.expert_shard(0, 2)), {local_e, h, local_f}));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> gate_up_bias, loader.read_host(experts + ".gate_up_proj_bias", {e, 2 * f}));
   DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.upload(shard_of(gate_first(gate_up_bias, e, f, 1), {e, 2, f}, spec.gate_up_shard()),
-                                                    {e, 2 * local_f}));
-  DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}));
+                                                    {local_e, 2 * local_f}));
+  DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}, spec.placed_shard(0)));
   return Moe(spec, std::move(w));
 }
 

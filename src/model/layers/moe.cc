@@ -31,6 +31,7 @@ MoeSpec moe_spec(const weights::ModelConfig& c, const backend::Ops& ops) {
   s.swiglu_alpha = float(c.swiglu_alpha);
   s.mxfp4 = c.quant_method == "mxfp4" && ops.reads_weight_format(backend::WeightFormat::kMxfp4);
   s.split = {.rank = ops.rank(), .world = ops.world_size()};
+  s.expert_parallel = m.expert_parallel;
   return s;
 }
 
@@ -69,13 +70,31 @@ MoeScratch MoeScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Moe
 }
 
 Moe::Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(weights)) {
-  // Every rank reads the down bias (random weights are drawn in the same order on every rank); rank 0
-  // alone adds it, so the all-reduce counts it once.
-  if (spec_.split.rank != 0) w_.b_down = {};
+  // Under a width split every rank reads the down bias (random weights are drawn in the same order on
+  // every rank); rank 0 alone adds it, so the all-reduce counts it once. Placed experts keep their own.
+  if (spec_.split.rank != 0 && !spec_.places_experts()) w_.b_down = {};
 }
 
+// The exchange, today one all-reduce whether the width or the experts are split: every rank holds every
+// token (attention ends in an all-reduce), computed its experts' contributions (zero rows for tokens none
+// of them got) and its share of the shared experts, and the sum over ranks is each token's output. An
+// all-to-all would instead send each token only to the ranks that hold its experts before moe_experts and
+// bring the weighted outputs back after (src/backend/comm/README.md says when that pays); route() and
+// moe_experts' first_expert stay as they are.
 void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const {
   const int64_t n = x.size(0);
+  const backend::MoeRouteParams route = this->route(ops, x, scratch, n);
+  routed_experts(ops, x, route, scratch, out);
+  if (w_.shared) {
+    const Tensor shared = scratch.shared_out.view.slice(0, n);
+    w_.shared->forward_partial(ops, x, scratch.shared, shared);
+    ops.add(out, shared, out);
+  }
+  ops.all_reduce(out);
+}
+
+// Every rank routes every token over all the experts (the router is replicated), so all agree on the choice.
+backend::MoeRouteParams Moe::route(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, int64_t n) const {
   backend::MoeRouteParams route = spec_.routing;
   route.logits = scratch.logits.view.slice(0, n);
   route.correction_bias = w_.correction_bias.view;
@@ -83,11 +102,16 @@ void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const
   route.topk_weights = scratch.topk_weights.view.slice(0, n);
   w_.router.forward(ops, x, route.logits);
   ops.moe_route(route);
+  return route;
+}
 
+void Moe::routed_experts(backend::Ops& ops, const Tensor& x, const backend::MoeRouteParams& route,
+                         MoeScratch& scratch, const Tensor& out) const {
   backend::MoeExpertsParams experts;
   experts.x = x;
   experts.topk_ids = route.topk_ids;
   experts.topk_weights = route.topk_weights;
+  experts.first_expert = int32_t(spec_.first_expert());
   experts.w_gate_up = w_.w_gate_up.view;
   experts.b_gate_up = w_.b_gate_up.view;
   experts.w_down = w_.w_down.view;
@@ -100,13 +124,6 @@ void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const
   experts.swiglu_limit = spec_.swiglu_limit;
   experts.swiglu_alpha = spec_.swiglu_alpha;
   ops.moe_experts(experts);
-
-  if (w_.shared) {
-    const Tensor shared = scratch.shared_out.view.slice(0, n);
-    w_.shared->forward_partial(ops, x, scratch.shared, shared);
-    ops.add(out, shared, out);
-  }
-  ops.all_reduce(out);  // each rank summed its share of every expert's width
 }
 
 }  // namespace drift::model

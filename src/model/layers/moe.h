@@ -24,11 +24,30 @@ struct MoeSpec {
   // Tensor parallelism: every expert's (and the shared experts') intermediate width is split over the
   // ranks (gate/up rows, down columns); the partial sums are all-reduced once after the block.
   TensorSplit split;
+  // Expert parallelism (weights::MoeConfig::expert_parallel): rank r holds the routed experts
+  // [r * E / N, (r + 1) * E / N) whole instead of a 1/N width of each; the shared experts stay split.
+  bool expert_parallel = false;
 
-  int64_t local_ffn() const { return split.part(ffn); }
+  bool places_experts() const { return expert_parallel && split.world > 1; }
+  // Routed experts this rank holds, and the first one's id.
+  int64_t local_experts() const { return places_experts() ? split.part(num_experts) : num_experts; }
+  int64_t first_expert() const { return places_experts() ? split.rank * local_experts() : 0; }
+  int64_t local_ffn() const { return places_experts() ? ffn : split.part(ffn); }
   int64_t local_shared_ffn() const { return split.part(shared_ffn); }
-  // Gate/up rows of this rank as MoeWeights lays them out (gate rows first): [E, 2, F] split along dim 2.
-  Shard gate_up_shard() const { return split.world > 1 ? split.along(2) : Shard{}; }
+  // This rank's share of an expert tensor's width along `width_dim`: none for placed experts (held whole)
+  // or on one rank.
+  Shard width_shard(int32_t width_dim) const {
+    return places_experts() || split.world == 1 ? Shard{} : split.along(width_dim);
+  }
+  // This rank's experts along `expert_dim` of a tensor of every routed expert: all of them unless placed.
+  Shard placed_shard(int32_t expert_dim) const { return places_experts() ? split.along(expert_dim) : Shard{}; }
+  // This rank's part of a tensor of every routed expert: its experts along `expert_dim` when experts are
+  // placed, else its share of the width.
+  Shard expert_shard(int32_t expert_dim, int32_t width_dim) const {
+    return places_experts() ? split.along(expert_dim) : width_shard(width_dim);
+  }
+  // Gate/up rows of this rank as MoeWeights lays them out (gate rows first): [E, 2, F].
+  Shard gate_up_shard() const { return expert_shard(0, 2); }
 };
 
 // What the MoE layers of `spec` ask of a backend.
@@ -45,14 +64,15 @@ backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);
 // Checks that the routing can pick top_k experts from the kept groups, naming the config fields otherwise.
 Status check_moe_spec(const MoeSpec& spec);
 
-// F below: this rank's share of each expert's width (MoeSpec::local_ffn).
+// E below: the experts this rank holds (MoeSpec::local_experts), F: its share of each expert's width
+// (MoeSpec::local_ffn).
 struct MoeWeights {
   Linear router;                    // [E, H], bias [E] for GPT-OSS
   backend::Buffer correction_bias;  // [E] DeepSeek-V3 e_score_correction_bias, else empty
   backend::Buffer w_gate_up;        // [E, 2F, H]: the F gate rows then the F up rows, or alternating (interleaved)
   backend::Buffer b_gate_up;        // [E, 2F] or empty, in the row order of w_gate_up
   backend::Buffer w_down;           // [E, H, F]
-  backend::Buffer b_down;           // [E, H] or empty; rank 0's only under a split (added once)
+  backend::Buffer b_down;           // [E, H] or empty; rank 0's only under a width split (added once)
   // MXFP4 (MoeSpec::mxfp4): w_gate_up [E, 2F, H / 2] and w_down [E, H, F / 2] hold U8 codes, these the scales.
   backend::Buffer w_gate_up_scales;  // [E, 2F, H / 32] U8
   backend::Buffer w_down_scales;     // [E, H, F / 32] U8
@@ -80,6 +100,11 @@ class Moe {
   const MoeSpec& spec() const { return spec_; }
 
  private:
+  backend::MoeRouteParams route(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, int64_t n) const;
+  // out = this rank's experts' weighted outputs for every token (zero where it holds none of the token's).
+  void routed_experts(backend::Ops& ops, const Tensor& x, const backend::MoeRouteParams& route,
+                      MoeScratch& scratch, const Tensor& out) const;
+
   MoeSpec spec_;
   MoeWeights w_;
 };

@@ -1,5 +1,6 @@
 // The CPU backend's routed experts against a per-token loop in double: DeepSeek's silu(gate) * up without
-// biases, and GPT-OSS's clamped SwiGLU with biases and inputs large enough to reach the clamp.
+// biases, and GPT-OSS's clamped SwiGLU with biases and inputs large enough to reach the clamp; and given a
+// range of the experts (expert parallelism: first_expert), only the choices of those.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@ struct Case {
   bool biases;
   float limit;    // 0: silu(gate) * up
   float x_scale;  // input magnitude
+  int64_t held_first = 0, held = 0;  // the experts the matrices hold: [held_first, held_first + held); 0: all
 };
 
 class MoeExpertsTest : public ::testing::TestWithParam<Case> {
@@ -60,6 +62,7 @@ TEST_P(MoeExpertsTest, MatchesAPerTokenLoop) {
     ids.insert(ids.end(), perm.begin(), perm.begin() + k);  // distinct experts per token, as a router gives
   }
 
+  const int64_t first = c.held_first, end = c.held > 0 ? first + c.held : e;
   Buffer bx = upload(x, {t, h}), bw1 = upload(w1, {e, 2 * f, h}), bw2 = upload(w2, {e, h, f});
   Buffer bb1 = c.biases ? upload(b1, {e, 2 * f}) : Buffer(), bb2 = c.biases ? upload(b2, {e, h}) : Buffer();
   Buffer bw = upload(weights, {t, k}), bids = ops_->alloc(DType::kI32, {t, k}), out = ops_->alloc(DType::kF32, {t, h});
@@ -68,10 +71,11 @@ TEST_P(MoeExpertsTest, MatchesAPerTokenLoop) {
   p.x = bx.view;
   p.topk_ids = bids.view;
   p.topk_weights = bw.view;
-  p.w_gate_up = bw1.view;
-  p.b_gate_up = bb1.view;
-  p.w_down = bw2.view;
-  p.b_down = bb2.view;
+  p.first_expert = int32_t(first);
+  p.w_gate_up = bw1.view.slice(first, end);
+  p.b_gate_up = c.biases ? bb1.view.slice(first, end) : Tensor();
+  p.w_down = bw2.view.slice(first, end);
+  p.b_down = c.biases ? bb2.view.slice(first, end) : Tensor();
   p.out = out.view;
   p.swiglu_limit = c.limit;
   ops_->moe_experts(p);
@@ -83,6 +87,7 @@ TEST_P(MoeExpertsTest, MatchesAPerTokenLoop) {
     std::vector<double> want(static_cast<size_t>(h), 0.0);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t ex = ids[size_t(i * k + j)];
+      if (ex < first || ex >= end) continue;  // another rank's expert
       std::vector<double> act(static_cast<size_t>(f));
       for (int64_t r = 0; r < f; ++r) {
         double gate = c.biases ? b1[size_t(ex * 2 * f + r)] : 0.0, up = c.biases ? b1[size_t(ex * 2 * f + f + r)] : 0.0;
@@ -111,7 +116,9 @@ TEST_P(MoeExpertsTest, MatchesAPerTokenLoop) {
 INSTANTIATE_TEST_SUITE_P(Variants, MoeExpertsTest,
                          ::testing::Values(Case{9, 32, 16, 8, 2, false, 0.0f, 1.0f},    // DeepSeek
                                            Case{7, 64, 32, 8, 4, true, 7.0f, 3.0f},     // GPT-OSS
-                                           Case{1, 16, 8, 4, 4, true, 7.0f, 8.0f}));    // every expert, one token
+                                           Case{1, 16, 8, 4, 4, true, 7.0f, 8.0f},      // every expert, one token
+                                           Case{9, 32, 16, 8, 2, false, 0.0f, 1.0f, 4, 4},  // rank 1 of 2
+                                           Case{7, 64, 32, 8, 4, true, 7.0f, 3.0f, 2, 2}));  // rank 1 of 4
 
 }  // namespace
 }  // namespace drift::backend

@@ -152,6 +152,7 @@ struct MoeExpertsArgs {
   void* workspace = nullptr;             // moe_workspace_bytes(num_tokens or more, ...)
   int64_t num_tokens = 0;
   int32_t hidden = 0, ffn = 0, num_experts = 0, top_k = 0;
+  int32_t first_expert = 0;  // expert id of matrix 0; pairs outside [first_expert, + num_experts) are skipped
   bool interleaved = false;  // gate/up rows alternate (else the ffn gate rows, then the ffn up rows)
   float swiglu_limit = 0.0f, swiglu_alpha = 1.702f;
 };

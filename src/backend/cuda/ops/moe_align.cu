@@ -2,7 +2,8 @@
 // pairs by expert into tiles, and each token's weighted sum of its experts' outputs. Grouping uses shared
 // atomics, so the order of an expert's pairs within its tiles varies from run to run; each pair's output
 // depends only on its own token (a tensor-core product never mixes columns), and the sum runs in choice
-// order, so results do not.
+// order, so results do not. A pair whose expert lies outside the matrices held (another rank's, under expert
+// parallelism) joins no tile and adds nothing to its token's sum.
 #include <cub/block/block_scan.cuh>
 
 #include "backend/cuda/kernels/common.cuh"
@@ -27,7 +28,7 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(MoePairs p, MoeWork
   count[tid] = 0;
   __syncthreads();
   for (int64_t i = tid; i < pairs; i += kThreads) {
-    const int32_t e = p.topk_ids[i];
+    const int32_t e = p.topk_ids[i] - p.first_expert;
     w.rank[i] = e >= 0 && e < p.num_experts ? atomicAdd(&count[e], 1) : -1;
   }
   __syncthreads();
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(kThreads) moe_align_kernel(MoePairs p, MoeWork
   if (tid == 0) *w.num_tiles = total.y;
   __syncthreads();
   for (int64_t i = tid; i < pairs; i += kThreads) {
-    const int32_t e = p.topk_ids[i];
+    const int32_t e = p.topk_ids[i] - p.first_expert;
     if (e >= 0 && e < p.num_experts) w.sorted[first[e] + w.rank[i]] = int32_t(i);
   }
 }
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoePairs p
   if (c < p.hidden / 8) {
     float sum[8] = {};
     for (int j = 0; j < p.top_k; ++j) {
-      const int32_t e = p.topk_ids[t * p.top_k + j];
+      const int32_t e = p.topk_ids[t * p.top_k + j] - p.first_expert;
       if (e < 0 || e >= p.num_experts) continue;
       const float weight = p.topk_weights[t * p.top_k + j];
       float y[8];

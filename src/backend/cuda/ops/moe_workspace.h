@@ -60,11 +60,14 @@ struct MoePairs {
   bf16* out = nullptr;                    // [num_tokens, hidden]
   int64_t num_tokens = 0;
   int32_t hidden = 0, num_experts = 0, top_k = 0;
+  // Expert id of matrix 0: a pair's expert is topk_ids - first_expert, and one outside [0, num_experts)
+  // belongs to another rank (expert parallelism) and is skipped.
+  int32_t first_expert = 0;
 };
 template <class ExpertsParams>
 MoePairs moe_pairs(const ExpertsParams& p) {
   return {.topk_ids = p.topk_ids, .topk_weights = p.topk_weights, .out = p.out, .num_tokens = p.num_tokens,
-          .hidden = p.hidden, .num_experts = p.num_experts, .top_k = p.top_k};
+          .hidden = p.hidden, .num_experts = p.num_experts, .top_k = p.top_k, .first_expert = p.first_expert};
 }
 
 // Groups the pairs by expert and cuts each expert's into tiles of at most tile_tokens (one CTA).
