@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "model/layers/attention_step.h"
+
 namespace drift::model {
 
 Shard GqaAttentionSpec::kv_shard() const {
@@ -127,18 +129,11 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
     o_proj_.forward(ops, attn, out);
     return;
   }
-  backend::PagedAttentionParams p;
+  backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
   p.q = q_heads;
   p.k_cache = k_cache_.view;
   p.v_cache = v_cache_.view;
   p.out = attn.view({n, h, d});
-  p.block_tables = kv.block_tables;
-  p.block_positions = kv.block_positions;
-  p.view_blocks = kv.view_blocks;
-  p.query_start = ctx.query_start;
-  p.context_lens = ctx.context_lens;
-  p.q_positions = ctx.positions;
-  p.tree_mask = ctx.tree_mask;
   p.sinks = sinks_.view;
   p.scale = float(1.0 / std::sqrt(double(d)));
   p.sliding_window = spec_.sliding_window;

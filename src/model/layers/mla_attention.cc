@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/layers/attention_step.h"
+
 namespace drift::model {
 
 namespace {
@@ -169,17 +171,10 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   ops.concat(q_latent.view({n * h, l}), q_rope.view({n * h, r}), q.view({n * h, l + r}));
 
   const Tensor o_latent = scratch.o_latent.view.slice(0, n).view({n, h, l});
-  backend::PagedAttentionParams p;
+  backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
   p.q = q.view({n, h, l + r});
   p.k_cache = cache_.view;
   p.out = o_latent;
-  p.block_tables = kv.block_tables;
-  p.block_positions = kv.block_positions;
-  p.view_blocks = kv.view_blocks;
-  p.query_start = ctx.query_start;
-  p.context_lens = ctx.context_lens;
-  p.q_positions = ctx.positions;
-  p.tree_mask = ctx.tree_mask;
   p.scale = spec_.softmax_scale;
   ops.paged_attention(p);
 

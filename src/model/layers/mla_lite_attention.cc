@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/layers/attention_step.h"
+
 namespace drift::model {
 
 namespace {
@@ -165,17 +167,10 @@ void MlaLiteAttention::attend(backend::Ops& ops, const ForwardContext& ctx, cons
                                 .query_start = ctx.query_start, .selected = selected, .scale = spec_.softmax_scale});
     return;
   }
-  backend::PagedAttentionParams p;
+  backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
   p.q = q;
   p.k_cache = cache_.view;
   p.out = o_latent;
-  p.block_tables = kv.block_tables;
-  p.block_positions = kv.block_positions;
-  p.view_blocks = kv.view_blocks;
-  p.query_start = ctx.query_start;
-  p.context_lens = ctx.context_lens;
-  p.q_positions = ctx.positions;
-  p.tree_mask = ctx.tree_mask;
   p.scale = spec_.softmax_scale;
   ops.paged_attention(p);
 }
