@@ -89,6 +89,12 @@ Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
   return r;
 }
 
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results) {
+  std::vector<std::vector<int32_t>> t;
+  for (const Collected& c : results) t.push_back(c.tokens);
+  return t;
+}
+
 GoldenRequests golden_requests(const std::string& fixture) {
   std::ifstream in(std::string(DRIFT_FIXTURES_DIR) + "/models/" + fixture + "/golden.json");
   const auto golden = nlohmann::json::parse(in);

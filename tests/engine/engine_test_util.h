@@ -40,6 +40,8 @@ class Collector {
 // Submits every request (ids "r0", "r1", ...) and waits for all; returns the token streams.
 std::vector<Collected> run_all(Engine& engine, std::vector<Request> requests);
 Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens);
+// The token streams of run_all's results, in order.
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results);
 // Blocks of finished requests return at the engine's next commit: waits (bounded) until nothing is held.
 EngineMetrics wait_until_idle(Engine& engine);
 

@@ -26,12 +26,6 @@ std::vector<Request> mixed_requests() {
   return requests;
 }
 
-std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results) {
-  std::vector<std::vector<int32_t>> t;
-  for (const Collected& c : results) t.push_back(c.tokens);
-  return t;
-}
-
 // The reference: each request alone, one after another.
 const std::vector<std::vector<int32_t>>& alone() {
   static const std::vector<std::vector<int32_t>> reference = [] {

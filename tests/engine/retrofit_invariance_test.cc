@@ -28,12 +28,6 @@ std::vector<Request> requests() {
   return out;
 }
 
-std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results) {
-  std::vector<std::vector<int32_t>> t;
-  for (const Collected& c : results) t.push_back(c.tokens);
-  return t;
-}
-
 EngineConfig config_with(const RetrofitRecipe& recipe, const std::string& name) {
   EngineConfig c = fixture_engine_config();
   c.retrofit_file = fresh_temp_dir("retrofit_engine") + "/" + name + ".safetensors";

@@ -17,12 +17,6 @@
 namespace drift::testing {
 namespace {
 
-std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results) {
-  std::vector<std::vector<int32_t>> t;
-  for (const Collected& c : results) t.push_back(c.tokens);
-  return t;
-}
-
 EngineConfig with_ngram(EngineConfig c, int32_t num_tokens = 4) {
   c.speculative.method = "ngram";
   c.speculative.num_tokens = num_tokens;

@@ -85,15 +85,6 @@ if { [ "$MODE" = all ] || [ "$MODE" = bench ]; } && [ -x "$BUILD/bench/decode/dr
 fi
 
 # The short table, last.
-summary() {  # log -> "passed N, failed M: names"
-  local log=$1
-  [ -f "$log" ] || { echo "not run"; return; }
-  local passed failed skipped
-  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$')
-  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+' "$log" | grep -oE '[0-9]+$')
-  failed=$(grep -E '^\[  FAILED  \] ' "$log" | grep -v 'listed below' | sed 's/^\[  FAILED  \] //; s/,.*//' | sort -u | tr '\n' ' ')
-  echo "passed ${passed:-0}, skipped ${skipped:-0}; failed: ${failed:-none}"
-}
 echo
 echo "== failures (first lines) =="
 grep -hA4 "Failure$" "$OUT"/cuda_*_test.log "$OUT"/cli_test.log 2>/dev/null | head -50

@@ -25,3 +25,14 @@ configure_build() {
     -DPKG_CONFIG_EXECUTABLE="$PKGCONF" "${stub[@]}" "$@" >/tmp/drift-configure.log 2>&1 ||
     { echo "configure of $src failed:"; tail -40 /tmp/drift-configure.log; return 1; }
 }
+
+# A gtest log in one line: "passed N, skipped S; failed: names" ("not run" without the log).
+summary() {  # log -> "passed N, skipped S; failed: names"
+  local log=$1
+  [ -f "$log" ] || { echo "not run"; return; }
+  local passed failed skipped
+  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$')
+  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+' "$log" | grep -oE '[0-9]+$')
+  failed=$(grep -E '^\[  FAILED  \] ' "$log" | grep -v 'listed below' | sed 's/^\[  FAILED  \] //; s/,.*//' | sort -u | tr '\n' ' ')
+  echo "passed ${passed:-0}, skipped ${skipped:-0}; failed: ${failed:-none}"
+}

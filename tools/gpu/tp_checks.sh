@@ -101,15 +101,6 @@ if [ -x "$BENCH" ]; then
   echo "bench done after $((SECONDS - t_start)) s"
 fi
 
-summary() {  # log -> "passed N, skipped S; failed: names"
-  local log=$1
-  [ -f "$log" ] || { echo "not run"; return; }
-  local passed failed skipped
-  passed=$(grep -oE '^\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$')
-  skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+' "$log" | grep -oE '[0-9]+$')
-  failed=$(grep -E '^\[  FAILED  \] ' "$log" | grep -v 'listed below' | sed 's/^\[  FAILED  \] //; s/,.*//' | sort -u | tr '\n' ' ')
-  echo "passed ${passed:-0}, skipped ${skipped:-0}; failed: ${failed:-none}"
-}
 tok_s() {  # markdown table, workload -> tok/s
   [ -f "$1" ] || { echo "-"; return; }
   awk -F'|' -v w="$2" '{ gsub(/^ +| +$/, "", $3) } $3 == w { gsub(/ /, "", $4); print $4; exit }' "$1"

@@ -115,16 +115,8 @@ size_t CudaOps::free_memory_bytes() const {
   return free;
 }
 
-void CudaOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) {
-  check_dtype(ids, DType::kI32, "embedding ids");
-  check_device(table, "embedding");
-  DRIFT_CHECK(out.dtype == table.dtype, "cuda embedding: table {} and out {} differ", table.describe(), out.describe());
-  const int64_t num_tokens = ids.numel(), hidden = table.size(1);
-  DRIFT_CHECK_EQ(out.numel(), num_tokens * hidden);
-  cuda::run(cuda::GatherRowsParams{.src = table.data, .index = i32_ptr(ids), .out = out.data, .num_rows = num_tokens,
-                                   .num_src_rows = table.size(0), .row_bytes = hidden * int64_t(dtype_size(table.dtype))},
-            stream_);
-}
+// An id outside the table gives a zero row here (a GatherRowsParams rule), so the whole table is part 0.
+void CudaOps::embedding(const Tensor& ids, const Tensor& table, const Tensor& out) { embedding_part(ids, table, 0, out); }
 
 void CudaOps::embedding_part(const Tensor& ids, const Tensor& table, int64_t first_id, const Tensor& out) {
   check_dtype(ids, DType::kI32, "embedding_part ids");
@@ -431,7 +423,7 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   // split reads, plus one query token's partial results (written and read once by the merge) spread over
   // the SMs. The batch enters only through the waves, so steps that fit one wave split alike whatever
   // their batch (a graph's padded bucket and the eager step it stands for give the same bits). At least 64
-  // keys per split, at most 128 splits, no more partial results than the workspace holds. Only shapes
+  // keys per split, at most kMlaMaxSplits, no more partial results than the workspace holds. Only shapes
   // decide: the launch stays capturable.
   const int64_t heads_per_cta = cuda::mla_attention_heads_per_cta(kernel);
   const int64_t ctas = int64_t(a.num_tokens) * ((a.num_heads + heads_per_cta - 1) / heads_per_cta);
@@ -439,7 +431,8 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   const int64_t max_keys = int64_t(a.max_blocks_per_seq) * a.block_size;
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim_v + 2);
   const int64_t max_splits = std::max<int64_t>(
-      1, std::min<int64_t>({(max_keys + 63) / 64, 128, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats}));
+      1, std::min<int64_t>({(max_keys + 63) / 64, cuda::kMlaMaxSplits,
+                                  int64_t(options_.attention_workspace_bytes / 4) / per_split_floats}));
   int64_t splits = 1;
   double best = -1.0;
   for (int64_t s = 1; s <= max_splits; ++s) {

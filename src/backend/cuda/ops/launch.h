@@ -232,6 +232,7 @@ bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_
 // kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Two
 // kernels compute it: on tensor cores (mla_attention_mma.cu) where the shape allows, else on CUDA cores.
 enum class MlaKernel : uint8_t { kCudaCores, kTensorCores };
+constexpr int32_t kMlaMaxSplits = 128;  // the merge kernel weighs up to this many splits of a (token, head)
 void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream);
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
 // The kernel for a shape: tensor cores when allowed and the shape fits them (head_dim % 16 == 0, head_dim_v

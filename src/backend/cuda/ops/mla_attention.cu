@@ -16,7 +16,6 @@
 // This is the general kernel (any width, sinks); ops/mla_attention_mma.cu computes the same on tensor cores
 // for DeepSeek's and Youtu's shapes, and its split results merge with the merge kernel here.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
@@ -189,14 +188,14 @@ __global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttentionParams
 }
 
 constexpr int kMergeThreads = 256, kMergeWidth = 128;  // a CTA merges 128 value features of one (token, head)
-constexpr int kMaxSplits = 128;
+static_assert(kMlaMaxSplits <= kMergeThreads, "the merge weighs a split a thread");
 
 // grid: (num_tokens, num_heads, ceil(head_dim_v / kMergeWidth)); block: kMergeThreads. out from the splits'
 // partial results: the splits' weights first (a thread per split), then warp w sums splits w, w + 8, ...
 // over four features a lane, so every load is independent of the others and in flight together, and the
 // warps' sums meet in shared memory.
 __global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(AttentionParams p) {
-  __shared__ float weight[kMaxSplits];
+  __shared__ float weight[kMlaMaxSplits];
   __shared__ float4 sums[kMergeThreads / 32][kMergeWidth / 4];
   __shared__ float scratch[32];
   pdl_launch_dependents();

@@ -15,7 +15,6 @@
 // each row twice here, 8 CTAs of 16), a TMA producer warp group, and several query tokens of one sequence
 // packed into M for speculative verification.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"

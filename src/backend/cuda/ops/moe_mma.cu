@@ -16,7 +16,6 @@
 // Gate/up m-tiles hold 8 gate rows (the mma's rows 0-7) and their 8 up rows (rows 8-15), so a lane's
 // accumulators hold a gate and its up for the same token and the activation needs no exchange.
 #include <algorithm>
-#include <atomic>
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/mma.cuh"
