@@ -67,11 +67,15 @@ struct PagedAttentionParams {
   int64_t q_row_stride = 0;    // elements between consecutive tokens' q rows; 0: packed (num_heads * head_dim)
 };
 
-// DSA-lite's lightning indexer (DeepSeek-V3.2): picks the positions each new token attends to. A query at
-// position p scores every position s <= p of its sequence by I(p, s) = sum_j w[j] * relu(q[j] . k[s]) and
-// keeps, in ascending order: positions [0, sink_tokens), positions (p - local_window, p], and the
-// highest-scoring others (ties: the lower position) until top_k are chosen; a query that sees at most
-// top_k positions keeps all of them. Chains only (no draft tree): a query sees the positions up to its own.
+// DSA-lite's lightning indexer (DeepSeek-V3.2): picks the cache positions each new token attends to. A
+// query scores each cache position s it sees by I(s) = sum_j w[j] * relu(q[j] . k[s]). Which positions a
+// query sees follows PagedAttentionParams' rule without a window: a chain query at cache position p sees
+// [0, p]; with tree_mask, a query sees its sequence's context [0, context_len - num_new) and the new
+// tokens its mask row marks (new tokens past 32 * mask_words bits as in a chain). Of the positions it
+// sees (L, ascending), a query keeps, in ascending order: those below sink_tokens, the last local_window
+// of L (for a chain, (p - local_window, p]), and the highest-scoring others (ties: the lower position)
+// until top_k are chosen; a query that sees at most top_k positions keeps all of them. Positions are cache
+// positions (a draft token's slot in its sequence), not RoPE positions; for chains they are the same.
 struct IndexerTopkParams {
   Tensor q;             // [num_tokens, index_heads, index_dim]
   Tensor head_weights;  // [num_tokens, index_heads]: w, one weight per indexer head
@@ -79,8 +83,9 @@ struct IndexerTopkParams {
   Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32 of the indexer's KV group
   Tensor query_start;   // [num_seqs + 1] int32
   Tensor context_lens;  // [num_seqs] int32
-  Tensor q_positions;   // [num_tokens] int32
-  Tensor selected;      // out [num_tokens, top_k] int32: positions, ascending, then -1
+  Tensor q_positions;   // [num_tokens] int32: chains' cache positions (unused with tree_mask)
+  Tensor tree_mask;     // [num_tokens, mask_words] uint32 as PagedAttentionParams', or undefined (chains)
+  Tensor selected;      // out [num_tokens, top_k] int32: cache positions, ascending, then -1
   int32_t sink_tokens = 0, local_window = 1;
 };
 
