@@ -34,6 +34,7 @@
 #include "ceilings.h"
 #include "eagle_costs.h"
 #include "rank_group.h"
+#include "retrofit_variant.h"
 #include "step_costs.h"
 #include "backend/cuda/runtime/check.h"
 #include "backend/cuda/runtime/pdl.h"
@@ -320,12 +321,20 @@ class ModelBench {
  public:
   // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none; `expert_parallel`:
   // their routed experts placed whole instead of split by width.
+  // `retrofit`: MLA-lite and/or DSA-lite of that geometry loaded with the model (random weights), or the
+  // original model.
   ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
-             int max_prefill, bool fast_loader, model::RankBackends ranks = {}, bool expert_parallel = false)
+             int max_prefill, bool fast_loader, model::RankBackends ranks = {}, bool expert_parallel = false,
+             const RetrofitVariant& retrofit = {})
       : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
     model::LoadOptions lo;
+    if (retrofit.mla_lite() || retrofit.dsa_lite()) {
+      name_ = s.name + "+" + retrofit.name;
+      lo.retrofit_file = dir + "/retrofit.safetensors";
+      write_random_retrofit(retrofit, s.layers, s.hidden, s.kv_heads, s.hd(), lo.retrofit_file);
+    }
     // MXFP4 experts: WeightLoader::random draws their codes and scales; the MLA families' tensors are not
     // written by write_random_checkpoint.
     fast_loader = fast_loader && !s.moe() && s.config_json == nullptr;
@@ -344,29 +353,30 @@ class ModelBench {
     model_ = std::move(m).value();
     ops.synchronize();
     std::filesystem::remove_all(dir);
-    std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", s.name.c_str(),
+    std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", name_.c_str(),
                 double(model_->num_parameters()) * 1e-9, t_write, seconds_since(t0) - t_write);
     num_kv_groups_ = model_->kv_specs(DType::kBF16).size();
     blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
+    max_batch_ = fitting_batch(max_batch);
     runner::RunnerConfig rc;
     rc.max_num_tokens = std::max(max_prefill, 1024);
-    rc.max_num_seqs = max_batch;
+    rc.max_num_seqs = max_batch_;
     rc.cuda_graphs = graphs_allowed_;
     rc.block_size = kBlockSize;
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
-    prefill_first_block_ = blocks_per_seq_ * max_batch;
+    prefill_first_block_ = blocks_per_seq_ * max_batch_;
     // The same block ids in every group's pool (group_tables): each pool as large as the full one.
     rc.num_blocks.assign(num_kv_groups_, prefill_first_block_ + rc.max_model_len / kBlockSize + 1);
     pool_blocks_ = rc.num_blocks[0];
     // Rows a step samples: a decode batch, or a verify step's tree (eagle()).
     runner_ = std::make_unique<runner::ModelRunner>(*model_, ops, rc,
-                                                    sample::make_cuda_sampler(ops, std::max(max_batch, 128), model_->vocab_size()));
+                                                    sample::make_cuda_sampler(ops, std::max(max_batch_, 128), model_->vocab_size()));
     greedy_.temperature = 0.0f;
     max_tokens_ = rc.max_num_tokens;
     std::mt19937 rng(11);
     std::uniform_int_distribution<int32_t> token(0, int32_t(s.vocab) - 1);
     for (auto& seq : tokens_) seq.clear();
-    tokens_.resize(size_t(max_batch));
+    tokens_.resize(size_t(max_batch_));
     for (auto& seq : tokens_)
       for (int i = 0; i < std::max(prompt + gen, max_prefill); ++i) seq.push_back(token(rng));
   }
@@ -388,7 +398,7 @@ class ModelBench {
                          costs_.attention_flops_per_key * double(n) * double(n + 1) / 2.0;
     const double bytes = costs_.weight_bytes(n);
     const double floor_t = std::max(flops / ceil_.bf16_rate, bytes / ceil_.bandwidth);
-    return {s_.name, fmt::format("prefill {}", n), n / t, t * 1e3, n / floor_t,
+    return {name_, fmt::format("prefill {}", n), n / t, t * 1e3, n / floor_t,
             flops / ceil_.bf16_rate >= bytes / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
   }
 
@@ -516,6 +526,7 @@ class ModelBench {
   static constexpr int kBlockSize = 16;
 
   void prefill_prompts(int batch) {
+    if (prompt_ > max_tokens_) return prefill_long_prompts(batch);
     for (int first = 0; first < batch;) {
       std::vector<runner::SeqStep> steps;
       std::vector<sample::RowSampling> rows;
@@ -530,6 +541,36 @@ class ModelBench {
     }
   }
 
+  // Prompts longer than a step's tokens, one chunk of max_tokens_ a step (chunked prefill).
+  void prefill_long_prompts(int batch) {
+    for (int i = 0; i < batch; ++i) {
+      const std::vector<std::vector<int32_t>> table = group_tables(i * blocks_per_seq_, blocks_per_seq_);
+      for (int done = 0; done < prompt_; done += max_tokens_) {
+        const int n = std::min(max_tokens_, prompt_ - done);
+        runner::SeqStep step{tokens_[size_t(i)], done, n, table, done + n == prompt_, false};
+        const sample::RowSampling row = sampling(i, done + n);
+        check(runner_->step_and_sample({&step, 1}, {&row, 1}));
+      }
+    }
+  }
+
+  // The largest batch up to `wanted` whose KV (every group, prompt + gen tokens each, plus a prefill
+  // sequence) fits beside the weights with 3 GiB left for step buffers; says so when it is smaller.
+  int fitting_batch(int wanted) const {
+    const double per_seq = double(blocks_per_seq_) * kBlockSize * double(model_->kv_bytes_per_token(DType::kBF16));
+    const double room = double(ops_.free_memory_bytes()) - 3.0 * double(1ull << 30) - per_seq;
+    const int fits = int(std::max(0.0, std::floor(room / per_seq)));
+    std::printf("  KV per sequence of %d tokens: %.2f GiB; sequences that fit beside the weights: %d\n",
+                blocks_per_seq_ * kBlockSize, per_seq / double(1ull << 30), fits);
+    if (fits < wanted)
+      std::printf("  batches over %d do not fit on this GPU and are skipped\n", fits);
+    return std::max(1, std::min(wanted, fits));
+  }
+
+ public:
+  int max_batch() const { return max_batch_; }
+
+ private:
   // Greedy, as the llama.cpp figures were taken; the output so far is the bench's tokens after the prompt.
   sample::RowSampling sampling(int seq, int pos) const {
     const std::vector<int32_t>& t = tokens_[size_t(seq)];
@@ -544,7 +585,7 @@ class ModelBench {
     const double flops = 2.0 * batch * (costs_.macs_per_token + costs_.lm_head_macs) +
                          batch * avg_context * costs_.attention_flops_per_key;
     const double bytes_t = (costs_.weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
-    return {s_.name, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
+    return {name_, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
             bytes_t >= flops_t ? "bytes" : "bf16 FLOPs"};
   }
 
@@ -563,6 +604,8 @@ class ModelBench {
   }
 
   const Shape& s_;
+  std::string name_ = s_.name;  // the shape's name, + the retrofit variant's
+  int max_batch_ = 1;
   backend::CudaOps& ops_;
   Ceilings ceil_;
   int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
@@ -601,50 +644,154 @@ void print_all_reduce(const Shape& s, const model::RankBackends& ranks, const st
   std::fflush(stdout);
 }
 
-int run(int argc, char** argv) {
-  CLI::App app{"Decode and prefill speed of random-weight models of real shapes on the CUDA backend"};
+struct Options {
   std::vector<std::string> models{"llama-3.1-8b", "llama-3.2-1b"};
   std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
   int prompt = 512, gen = 128;
-  bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false;
+  bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false, roofline_only = false;
   std::string markdown, loader = "fast";
-  bool roofline_only = false;
-  app.add_option("--model", models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v2-lite", "youtu-llm-2b", "deepseek-v3-4l"}));
-  app.add_option("--batch", batches, "decode batch sizes");
-  app.add_option("--prefill", prefills, "prefill lengths");
-  app.add_option("--prompt", prompt, "prompt tokens before decoding");
-  app.add_option("--gen", gen, "decode steps timed");
-  app.add_option("--gemv-compare", gemv_compare, "also time batch-1 decode with cuBLASLt instead of the GEMV kernel");
-  app.add_option("--forward-only", forward_only, "also time decode without the runner (direct and CUDA graph)");
-  app.add_option("--eager", eager, "also time decode through the runner with CUDA graphs off");
-  app.add_option("--loader", loader, "fast: bf16 shards written by 16 threads; random: WeightLoader::random")
-      ->check(CLI::IsMember({"fast", "random"}));
-  app.add_option("--roofline", roof, "time each op of a decode step alone (per model shape)");
-  app.add_option("--ablate", ablate, "batch-1 forward-only graph rows with PDL and the SwiGLU GEMV epilogue each switched");
-  app.add_option("--roofline-only", roofline_only, "only the ceilings and the per-op table; no models");
-  app.add_option("--markdown", markdown, "write the table here too");
   std::vector<int> eagle_trees;
   double eagle_tau = 0;
   int eagle_depth = 7, eagle_top_k = 8;
-  app.add_option("--eagle", eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
-  app.add_option("--eagle-tau", eagle_tau, "tokens per verify step (measured) for the projected speedup");
-  app.add_option("--eagle-depth", eagle_depth, "drafting round depth");
-  app.add_option("--eagle-topk", eagle_top_k, "drafting round top-k");
   int tensor_parallel = 1;
-  app.add_option("--tensor-parallel", tensor_parallel,
+  bool expert_parallel = false;
+  std::vector<std::string> retrofits{"original"};
+  // Issue 16's geometry at the 8B shape: the trained default model's latent fraction (48 of 256 values)
+  // and RoPE frequencies kept (1 in 8), DSA-lite's indexer as trained (4 heads x 32) with top-2048.
+  RetrofitVariant geometry{.mla_rank = 384, .mla_freqs = 8, .index_heads = 4, .index_dim = 32, .top_k = 2048};
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--model", o.models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v2-lite", "youtu-llm-2b", "deepseek-v3-4l"}));
+  app.add_option("--batch", o.batches, "decode batch sizes");
+  app.add_option("--prefill", o.prefills, "prefill lengths");
+  app.add_option("--prompt", o.prompt, "prompt tokens before decoding");
+  app.add_option("--gen", o.gen, "decode steps timed");
+  app.add_option("--gemv-compare", o.gemv_compare, "also time batch-1 decode with cuBLASLt instead of the GEMV kernel");
+  app.add_option("--forward-only", o.forward_only, "also time decode without the runner (direct and CUDA graph)");
+  app.add_option("--eager", o.eager, "also time decode through the runner with CUDA graphs off");
+  app.add_option("--loader", o.loader, "fast: bf16 shards written by 16 threads; random: WeightLoader::random")
+      ->check(CLI::IsMember({"fast", "random"}));
+  app.add_option("--roofline", o.roof, "time each op of a decode step alone (per model shape)");
+  app.add_option("--ablate", o.ablate, "batch-1 forward-only graph rows with PDL and the SwiGLU GEMV epilogue each switched");
+  app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
+  app.add_option("--markdown", o.markdown, "write the table here too");
+  app.add_option("--eagle", o.eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
+  app.add_option("--eagle-tau", o.eagle_tau, "tokens per verify step (measured) for the projected speedup");
+  app.add_option("--eagle-depth", o.eagle_depth, "drafting round depth");
+  app.add_option("--eagle-topk", o.eagle_top_k, "drafting round top-k");
+  app.add_option("--tensor-parallel", o.tensor_parallel,
                  "split each model over GPUs 0..N-1 (NCCL); decode rows run eager, and the all-reduce time per step is printed")
       ->check(CLI::Range(1, 8));
-  bool expert_parallel = false;
-  app.add_flag("--expert-parallel", expert_parallel,
+  app.add_flag("--expert-parallel", o.expert_parallel,
                "with --tensor-parallel: the MoE shapes' routed experts placed whole over the GPUs (dense shapes ignore it)");
+  app.add_option("--retrofit", o.retrofits, "variants of the Llama shapes: original, mla-lite, dsa-lite, both");
+  app.add_option("--mla-rank", o.geometry.mla_rank, "MLA-lite d_c");
+  app.add_option("--mla-freqs", o.geometry.mla_freqs, "MLA-lite RoPE frequencies kept per KV head");
+  app.add_option("--dsa-top-k", o.geometry.top_k, "DSA-lite positions per query");
+}
+
+void print_row(const Row& r) { std::printf("  %-10s %9.1f tok/s\n", r.workload.c_str(), r.tok_s); }
+
+// Each switch alone against the defaults, and both off: the forward of one decode token, replayed from a
+// graph captured under that setting.
+void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
+  struct Setting {
+    bool pdl, fuse;
+    const char* label;
+  };
+  const bool pdl0 = backend::cuda::pdl_enabled();
+  const bool fuse0 = ops.options().fuse_swiglu_gemv;
+  for (const Setting& set : {Setting{pdl0, fuse0, "defaults"}, Setting{!pdl0, fuse0, "PDL switched"},
+                             Setting{pdl0, !fuse0, "SwiGLU GEMV epilogue switched"},
+                             Setting{false, false, "PDL and SwiGLU epilogue off"}}) {
+    backend::cuda::set_pdl_enabled(set.pdl);
+    ops.set_fuse_swiglu_gemv(set.fuse);
+    Row r = b.decode_forward_only(1, true);
+    r.workload = fmt::format("decode b=1 forward, graph: {} (pdl {}, swiglu epilogue {})", set.label,
+                             set.pdl ? "on" : "off", set.fuse ? "on" : "off");
+    rows.push_back(r);
+    print_row(r);
+  }
+  backend::cuda::set_pdl_enabled(pdl0);
+  ops.set_fuse_swiglu_gemv(fuse0);
+}
+
+// Every row the options ask of one loaded model.
+void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaOps& ops, std::vector<Row>& rows) {
+  for (int n : o.prefills) {
+    rows.push_back(b.prefill(n));
+    print_row(rows.back());
+  }
+  std::vector<int> batches;
+  for (int batch : o.batches)
+    if (batch <= b.max_batch()) batches.push_back(batch);
+  const bool tp = o.tensor_parallel > 1;
+  const std::string tp_label =
+      tp ? fmt::format(" {}{} eager", o.expert_parallel && s.moe() ? "ep" : "tp", o.tensor_parallel) : "";
+  for (int batch : batches) {
+    rows.push_back(b.decode(batch, !tp, fmt::format("decode b={}{}", batch, tp_label)));
+    print_row(rows.back());
+  }
+  if (o.eager && !tp)
+    for (int batch : batches) {
+      rows.push_back(b.decode(batch, false, fmt::format("decode b={} eager", batch)));
+      print_row(rows.back());
+    }
+  if (o.gemv_compare && std::find(batches.begin(), batches.end(), 1) != batches.end()) {
+    ops.set_small_batch_gemv(false);
+    rows.push_back(b.decode(1, true, "decode b=1 (cuBLASLt)"));
+    ops.set_small_batch_gemv(true);
+  }
+  if (o.forward_only)
+    for (int batch : batches)
+      for (bool graph : {false, true}) {
+        rows.push_back(b.decode_forward_only(batch, graph));
+        print_row(rows.back());
+      }
+  if (o.ablate) ablate_rows(b, ops, rows);
+  if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_tau);
+}
+
+std::string format_table(const cudaDeviceProp& prop, const Ceilings& ceil, const Options& o, const std::vector<Row>& rows,
+                         const std::vector<RoofRow>& roof_rows) {
+  std::string table = fmt::format(
+      "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {}\n\n"
+      "| model | workload | Drift tok/s | ms/step | limit tok/s | limited by | Drift/limit | llama.cpp H100 |\n"
+      "|---|---|---:|---:|---:|---|---:|---:|\n",
+      prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, o.prompt, o.gen);
+  for (const Row& r : rows) {
+    const auto peer = kPeers.find(r.model + "/" + r.workload);
+    table += fmt::format("| {} | {} | {:.1f} | {:.3f} | {:.1f} | {} | {:.0f}% | {} |\n", r.model, r.workload, r.tok_s,
+                         r.ms_per_step, r.limit_tok_s, r.limit_by, 100.0 * r.tok_s / r.limit_tok_s,
+                         peer == kPeers.end() ? "" : fmt::format("{:.1f}", peer->second));
+  }
+  if (!roof_rows.empty()) {
+    table += "\n| model | op | rows | us | GB/s | of copy bandwidth |\n|---|---|---:|---:|---:|---:|\n";
+    for (const RoofRow& r : roof_rows)
+      table += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% |\n", r.model, r.op, r.rows, r.us,
+                           r.bytes / r.us * 1e-3, 100.0 * r.bytes / (r.us * 1e-6) / ceil.bandwidth);
+  }
+  if (!o.markdown.empty()) std::ofstream(o.markdown) << table;
+  return table;
+}
+
+const Shape& shape_named(const std::string& name) {
+  return *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Decode and prefill speed of random-weight models of real shapes on the CUDA backend"};
+  Options o;
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
-  if (tensor_parallel > 1) {
+  if (o.tensor_parallel > 1) {
     // A captured step would hold rank 0's stream alone: graphs on every rank are later work (issue 18).
-    forward_only = gemv_compare = ablate = false;
-    eagle_trees.clear();
+    o.forward_only = o.gemv_compare = o.ablate = false;
+    o.eagle_trees.clear();
+    o.retrofits = {"original"};  // retrofit layers are not split over ranks
   }
-
   if (backend::cuda_device_count() == 0) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
     return 1;
@@ -655,110 +802,37 @@ int run(int argc, char** argv) {
   const Ceilings ceil = measure_ceilings(ops);
   std::printf("device: %s, %d SMs; copy bandwidth %.2f TB/s (read + write); bf16 GEMM 8192^3 %.0f TFLOP/s\n",
               prop.name, prop.multiProcessorCount, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12);
-
   std::vector<RoofRow> roof_rows;
-  if (roof || roofline_only)
-    for (const std::string& name : models) {
-      const Shape& s = *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
-      if (s.config_json == nullptr) roofline(s, ops, roof_rows);  // the per-op table knows GQA linears only
-    }
-  if (roofline_only) models.clear();
-
+  if (o.roof || o.roofline_only)
+    for (const std::string& name : o.models)
+      if (shape_named(name).config_json == nullptr) roofline(shape_named(name), ops, roof_rows);  // GQA linears only
+  if (o.roofline_only) o.models.clear();
   std::vector<Row> rows;
-  // The table, written again after each model so that a run cut short still leaves what it measured.
-  auto write_table = [&] {
-    std::string table = fmt::format(
-        "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {}\n\n"
-        "| model | workload | Drift tok/s | ms/step | limit tok/s | limited by | Drift/limit | llama.cpp H100 |\n"
-        "|---|---|---:|---:|---:|---|---:|---:|\n",
-        prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, prompt, gen);
-    for (const Row& r : rows) {
-      const auto peer = kPeers.find(r.model + "/" + r.workload);
-      table += fmt::format("| {} | {} | {:.1f} | {:.3f} | {:.1f} | {} | {:.0f}% | {} |\n", r.model, r.workload, r.tok_s,
-                           r.ms_per_step, r.limit_tok_s, r.limit_by, 100.0 * r.tok_s / r.limit_tok_s,
-                           peer == kPeers.end() ? "" : fmt::format("{:.1f}", peer->second));
-    }
-    if (!roof_rows.empty()) {
-      table += "\n| model | op | rows | us | GB/s | of copy bandwidth |\n|---|---|---:|---:|---:|---:|\n";
-      for (const RoofRow& r : roof_rows)
-        table += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% |\n", r.model, r.op, r.rows, r.us,
-                             r.bytes / r.us * 1e-3, 100.0 * r.bytes / (r.us * 1e-6) / ceil.bandwidth);
-    }
-    if (!markdown.empty()) std::ofstream(markdown) << table;
-    return table;
-  };
-  const int max_batch = *std::max_element(batches.begin(), batches.end());
-  const int max_prefill = *std::max_element(prefills.begin(), prefills.end());
-  for (const std::string& name : models) {
-    const Shape& s = *std::find_if(std::begin(kShapes), std::end(kShapes), [&](const Shape& x) { return x.name == name; });
-    model::RankBackends ranks;
-    if (tensor_parallel > 1) {
-      auto made = make_cuda_ranks(ops, tensor_parallel);
-      if (!made.ok()) {
-        std::fprintf(stderr, "drift_bench_decode: %s\n", made.status().to_string().c_str());
-        return 1;
-      }
-      ranks = std::move(made).value();
-      print_all_reduce(s, ranks, batches);
-    }
-    ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast", std::move(ranks),
-                 expert_parallel);
-    for (int n : prefills) {
-      rows.push_back(b.prefill(n));
-      std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
-    }
-    for (int batch : batches) {
-      const std::string tp =
-          tensor_parallel > 1 ? fmt::format(" {}{} eager", expert_parallel && s.moe() ? "ep" : "tp", tensor_parallel) : "";
-      rows.push_back(b.decode(batch, tensor_parallel == 1, fmt::format("decode b={}{}", batch, tp)));
-      std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
-    }
-    if (eager && tensor_parallel == 1)
-      for (int batch : batches) {
-        rows.push_back(b.decode(batch, false, fmt::format("decode b={} eager", batch)));
-        std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
-      }
-    if (gemv_compare && std::find(batches.begin(), batches.end(), 1) != batches.end()) {
-      ops.set_small_batch_gemv(false);
-      rows.push_back(b.decode(1, true, "decode b=1 (cuBLASLt)"));
-      ops.set_small_batch_gemv(true);
-    }
-    if (forward_only) {
-      for (int batch : batches)
-        for (bool graph : {false, true}) {
-          rows.push_back(b.decode_forward_only(batch, graph));
-          std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
+  const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int max_prefill = *std::max_element(o.prefills.begin(), o.prefills.end());
+  const std::vector<RetrofitVariant> variants = retrofit_variants(o.retrofits, o.geometry);
+  for (const std::string& name : o.models)
+    for (const RetrofitVariant& retrofit : variants) {
+      const Shape& s = shape_named(name);
+      const bool retrofitted = retrofit.mla_lite() || retrofit.dsa_lite();
+      if (retrofitted && (s.moe() || s.config_json != nullptr)) continue;  // retrofits fit GQA models only
+      model::RankBackends ranks;
+      if (o.tensor_parallel > 1) {
+        auto made = make_cuda_ranks(ops, o.tensor_parallel);
+        if (!made.ok()) {
+          std::fprintf(stderr, "drift_bench_decode: %s\n", made.status().to_string().c_str());
+          return 1;
         }
-    }
-    if (ablate) {
-      // Each switch alone against the defaults, and both off: the forward of one decode token, replayed
-      // from a graph captured under that setting.
-      struct Setting {
-        bool pdl, fuse;
-        const char* label;
-      };
-      const bool pdl0 = backend::cuda::pdl_enabled();
-      const auto& o = ops.options();
-      const bool fuse0 = o.fuse_swiglu_gemv;
-      for (const Setting& set : {Setting{pdl0, fuse0, "defaults"}, Setting{!pdl0, fuse0, "PDL switched"},
-                                 Setting{pdl0, !fuse0, "SwiGLU GEMV epilogue switched"},
-                                 Setting{false, false, "PDL and SwiGLU epilogue off"}}) {
-        backend::cuda::set_pdl_enabled(set.pdl);
-        ops.set_fuse_swiglu_gemv(set.fuse);
-        Row r = b.decode_forward_only(1, true);
-        r.workload = fmt::format("decode b=1 forward, graph: {} (pdl {}, swiglu epilogue {})", set.label,
-                                 set.pdl ? "on" : "off", set.fuse ? "on" : "off");
-        rows.push_back(r);
-        std::printf("  %-10s %9.1f tok/s\n", r.workload.c_str(), r.tok_s);
+        ranks = std::move(made).value();
+        print_all_reduce(s, ranks, o.batches);
       }
-      backend::cuda::set_pdl_enabled(pdl0);
-        ops.set_fuse_swiglu_gemv(fuse0);
+      ModelBench b(s, ops, ceil, o.prompt, o.gen, max_batch, max_prefill, o.loader == "fast", std::move(ranks),
+                   o.expert_parallel, retrofit);
+      bench_model(b, s, o, ops, rows);
+      format_table(prop, ceil, o, rows, roof_rows);  // written after each model: a run cut short keeps it
+      std::fflush(stdout);
     }
-    if (!eagle_trees.empty()) print_eagle(s.name, b.eagle(eagle_trees, eagle_depth, eagle_top_k), eagle_tau);
-    write_table();
-    std::fflush(stdout);
-  }
-  std::printf("\n%s", write_table().c_str());
+  std::printf("\n%s", format_table(prop, ceil, o, rows, roof_rows).c_str());
   return 0;
 }
 

@@ -1,6 +1,8 @@
 // drift_bench_mla: MLA decode attention alone (CudaOps::paged_attention over a shared latent cache of
 // kv_lora_rank 512 + rope 64, values the first 512), one query token per sequence, at the batch sizes and
-// contexts of issue 13's kernel table, for 16 heads (DeepSeek-V2-Lite, Youtu) and 128 (DeepSeek-V3). Each
+// contexts of issue 13's kernel table, for 16 heads (DeepSeek-V2-Lite, Youtu) and 128 (DeepSeek-V3).
+// --width and --dv take other latents: MLA-lite on the Llama-3.1-8B shape caches 384 latent values and
+// 8 x 16 kept RoPE features (--width 512 --dv 384, 32 heads; issue 16). Each
 // row: microseconds per call (CUDA events over back-to-back calls, median of repeats), the latent bytes
 // read over that time against the copy bandwidth measured in the same run, and the tensor-core kernel
 // beside the CUDA-core one with the relative difference of their outputs (a check that both computed the
@@ -29,7 +31,11 @@
 namespace drift::bench {
 namespace {
 
-constexpr int64_t kLatent = 512, kRope = 64, kWidth = kLatent + kRope;
+// What one cache row holds: `width` bf16 values, the first `dv` of them the values.
+struct Geometry {
+  int64_t width = 576, dv = 512;
+  float scale = 1.0f / std::sqrt(192.0f);  // DeepSeek's 1 / sqrt(qk_nope + qk_rope)
+};
 
 struct MlaRow {
   int64_t heads, batch, context;
@@ -39,8 +45,8 @@ struct MlaRow {
 };
 
 // A latent cache of `blocks` blocks, random bf16 everywhere.
-backend::Buffer random_cache(backend::CudaOps& ops, int64_t blocks, int64_t block_size) {
-  backend::Buffer cache = ops.alloc(DType::kBF16, {blocks, block_size, 1, kWidth});
+backend::Buffer random_cache(backend::CudaOps& ops, const Geometry& g, int64_t blocks, int64_t block_size) {
+  backend::Buffer cache = ops.alloc(DType::kBF16, {blocks, block_size, 1, g.width});
   const size_t total = cache.view.nbytes(), tile = std::min<size_t>(total, size_t(64) << 20);
   const std::vector<uint16_t> pattern = random_bf16(tile / 2, 5);
   ops.copy_from_host(Tensor(cache.view.data, DType::kBF16, {int64_t(tile / 2)}, Device::kCuda), pattern.data());
@@ -68,8 +74,8 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-MlaRow measure(backend::CudaOps& ops, const backend::Buffer& cache, int64_t block_size, int64_t heads, int64_t batch,
-               int64_t context, std::mt19937& rng) {
+MlaRow measure(backend::CudaOps& ops, const Geometry& g, const backend::Buffer& cache, int64_t block_size, int64_t heads,
+               int64_t batch, int64_t context, std::mt19937& rng) {
   const int64_t pool = cache.view.size(0), per_seq = (context + block_size - 1) / block_size;
   std::vector<int32_t> blocks(static_cast<size_t>(pool));
   std::iota(blocks.begin(), blocks.end(), 0);
@@ -85,12 +91,12 @@ MlaRow measure(backend::CudaOps& ops, const backend::Buffer& cache, int64_t bloc
   };
   backend::Buffer tables = upload_i32(table, {batch, per_seq}), query_start = upload_i32(starts, {batch + 1});
   backend::Buffer context_lens = upload_i32(lens, {batch});
-  backend::Buffer q = ops.alloc(DType::kBF16, {batch, heads, kWidth}), out = ops.alloc(DType::kBF16, {batch, heads, kLatent});
+  backend::Buffer q = ops.alloc(DType::kBF16, {batch, heads, g.width}), out = ops.alloc(DType::kBF16, {batch, heads, g.dv});
   ops.copy_from_host(q.view, random_bf16(size_t(q.view.numel()), 9).data());
 
   backend::PagedAttentionParams p{.q = q.view, .k_cache = cache.view, .out = out.view, .block_tables = tables.view,
                                   .query_start = query_start.view, .context_lens = context_lens.view,
-                                  .scale = 1.0f / std::sqrt(192.0f)};  // DeepSeek's 1 / sqrt(qk_nope + qk_rope)
+                                  .scale = g.scale};
   const int calls = context * batch >= 1 << 20 ? 5 : 20;
   auto time_kernel = [&](bool tensor_cores, std::vector<float>& result) {
     ops.set_mla_tensor_cores(tensor_cores);
@@ -105,7 +111,7 @@ MlaRow measure(backend::CudaOps& ops, const backend::Buffer& cache, int64_t bloc
   r.us_tensor_cores = time_kernel(true, tensor_out) * 1e6;
   r.us_cuda_cores = time_kernel(false, cuda_out) * 1e6;
   ops.set_mla_tensor_cores(true);
-  r.bytes = double(batch) * double(context) * kWidth * 2 + double(batch * heads) * (kWidth + kLatent) * 2;
+  r.bytes = double(batch) * double(context) * g.width * 2 + double(batch * heads) * (g.width + g.dv) * 2;
   r.difference = relative_l2(tensor_out, cuda_out);
   return r;
 }
@@ -114,11 +120,14 @@ int run(int argc, char** argv) {
   CLI::App app{"MLA decode attention over a paged latent cache: tensor-core and CUDA-core kernels"};
   std::vector<int64_t> heads{16, 128}, batches{1, 16, 64}, contexts{1024, 4096, 32768};
   int64_t block_size = 64;
+  Geometry geometry;
   std::string markdown;
   app.add_option("--heads", heads, "query heads");
   app.add_option("--batch", batches, "sequences, one query token each");
   app.add_option("--context", contexts, "tokens in each sequence's cache");
   app.add_option("--block-size", block_size, "tokens per KV block");
+  app.add_option("--width", geometry.width, "values per latent row (DeepSeek: 512 + 64 rope)");
+  app.add_option("--dv", geometry.dv, "the first values of a row that are V");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
@@ -131,17 +140,18 @@ int run(int argc, char** argv) {
   DRIFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const Ceilings ceil = measure_ceilings(ops);
   const int64_t max_rows = *std::max_element(batches.begin(), batches.end()) * *std::max_element(contexts.begin(), contexts.end());
-  const backend::Buffer cache = random_cache(ops, (max_rows + block_size - 1) / block_size, block_size);
+  if (geometry.width != 576) geometry.scale = 1.0f / std::sqrt(128.0f);  // MLA-lite keeps the model's head_dim 128
+  const backend::Buffer cache = random_cache(ops, geometry, (max_rows + block_size - 1) / block_size, block_size);
   std::mt19937 rng(3);
   std::string table = fmt::format(
-      "GPU: {} | copy {:.2f} TB/s | latent {} + rope {} (bf16), block size {}\n\n"
+      "GPU: {} | copy {:.2f} TB/s | latent rows of {} (bf16), values the first {}, block size {}\n\n"
       "| heads | batch | context | tensor cores us | GB/s | of copy bandwidth | CUDA cores us | speedup | kernels differ by |\n"
       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-      prop.name, ceil.bandwidth * 1e-12, kLatent, kRope, block_size);
+      prop.name, ceil.bandwidth * 1e-12, geometry.width, geometry.dv, block_size);
   for (int64_t h : heads)
     for (int64_t b : batches)
       for (int64_t c : contexts) {
-        const MlaRow r = measure(ops, cache, block_size, h, b, c, rng);
+        const MlaRow r = measure(ops, geometry, cache, block_size, h, b, c, rng);
         const double bandwidth = r.bytes / (r.us_tensor_cores * 1e-6);
         table += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% | {:.1f} | {:.2f}x | {:.1e} |\n", h, b, c,
                              r.us_tensor_cores, bandwidth * 1e-9, 100.0 * bandwidth / ceil.bandwidth, r.us_cuda_cores,

@@ -107,6 +107,9 @@ INSTANTIATE_TEST_SUITE_P(
         MlaCase{"decode_b12_h128", 128, 576, 512, 16,
                 {{301, 1}, {2, 1}, {45, 1}, {399, 1}, {16, 1}, {17, 1}, {250, 1}, {88, 1}, {9, 1}, {160, 1}, {33, 1}, {64, 1}}},
         MlaCase{"heads_not_a_multiple_of_16", 20, 576, 512, 16, {{90, 1}, {31, 3}}},
+        // MLA-lite on the Llama-3.1-8B shape: 384 latent values and 8 KV heads' 16 kept RoPE features.
+        MlaCase{"mla_lite_8b_decode", 32, 512, 384, 16, {{900, 1}, {70, 1}}},
+        MlaCase{"mla_lite_8b_prefill", 32, 512, 384, 16, {{60, 21}}},
         // Several query tokens per sequence: prefill, chunked prefill, mixed steps.
         MlaCase{"prefill_h16", 16, 576, 512, 16, {{45, 45}, {3, 3}}},
         MlaCase{"chunked_prefill_h16", 16, 576, 512, 16, {{300, 37}}},

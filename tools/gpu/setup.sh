@@ -1,10 +1,15 @@
-# Sourced by the GPU-machine scripts: unpacks the Debian build dependencies carried in .debs/ into a
+# Sourced by the GPU-machine scripts: unpacks the Debian build dependencies carried in .debs/ (or their
+# trimmed archive .gpu-sysroot.tar.xz, tools/gpu/pack_sysroot.sh) into a
 # sysroot (never into /, which could shadow the image's own libraries), points pkg-config and the loader
 # at it, and defines configure_build SRC BUILD [cmake args...] for a CUDA (sm_90a) Release build.
 SYSROOT=/tmp/drift-sysroot
 LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu
 if [ ! -d "$SYSROOT" ]; then
-  for f in .debs/*.deb; do dpkg -x "$f" "$SYSROOT" || { echo "cannot unpack $f"; exit 1; }; done
+  if [ -f .gpu-sysroot.tar.xz ]; then  # tools/gpu/pack_sysroot.sh: the same packages, trimmed
+    mkdir -p "$SYSROOT" && tar -C "$SYSROOT" -xJf .gpu-sysroot.tar.xz || { echo "cannot unpack .gpu-sysroot.tar.xz"; exit 1; }
+  else
+    for f in .debs/*.deb; do dpkg -x "$f" "$SYSROOT" || { echo "cannot unpack $f"; exit 1; }; done
+  fi
 fi
 export LD_LIBRARY_PATH=$LIBDIR:$LIBDIR/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PKG_CONFIG_SYSROOT_DIR=$SYSROOT

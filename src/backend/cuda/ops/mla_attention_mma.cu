@@ -1,6 +1,6 @@
 // Multi-head latent attention on tensor cores (mma.sync m16n8k16, bf16 operands, fp32 accumulators): the
 // same function as ops/mla_attention.cu's CUDA-core kernel, for the shapes DeepSeek and Youtu use (latent
-// rows of head_dim % 16 == 0, values of 128, 256 or 512 features, no sinks).
+// rows of head_dim % 16 == 0, values of 128, 256, 384 or 512 features, no sinks).
 //
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
 // row a CTA reads serves all of them (MLA's point). Per chunk of 64 latent rows, brought into shared memory
@@ -259,6 +259,7 @@ void launch_general(const AttentionParams& p, cudaStream_t stream) {
   switch (p.head_dim_v / (8 * kWarps)) {
     case 2: return launch_mma<kGeneral, 2>(p, stream);
     case 4: return launch_mma<kGeneral, 4>(p, stream);
+    case 6: return launch_mma<kGeneral, 6>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
     default: return launch_mma<kGeneral, 8>(p, stream);
   }
 }
@@ -266,7 +267,7 @@ void launch_general(const AttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks) {
-  const bool dv_ok = head_dim_v == 128 || head_dim_v == 256 || head_dim_v == 512;
+  const bool dv_ok = head_dim_v % 128 == 0 && head_dim_v <= 512;
   return !sinks && dv_ok && head_dim % 16 == 0 && head_dim_v <= head_dim && MmaSmem::bytes(head_dim) <= kMaxSmem;
 }
 
