@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 16 on the GPU machine, one call per mode (run from the repository root):
+#   train  the retrofit sweep (tools/retrofit/run_on_device.sh) in the background beside
+#          `run_cuda_checks.sh test`, then `drift perplexity` on CUDA of the default model alone and with each
+#          trained file: the engine's bits/byte beside the tool's. carry: [".gpu-sysroot.tar.xz", ".corpus-device"]
+#          (tools/gpu/pack_sysroot.sh; .corpus-device: the first 20M characters of .corpus/train.txt.xz, which
+#          is all the sweep reads, with valid.txt), and leave models/drift-mla-14m out (64 MiB tree).
+#   bench  the Llama-3.1-8B speed table: attention alone (drift_bench_mla at MLA-lite's geometry, drift_bench_dsa)
+#          and whole decode steps (drift_bench_decode --retrofit original mla-lite dsa-lite both) at batch 1 x 32k
+#          and batch 64 x 8k. carry: [".gpu-sysroot.tar.xz"].
+# $OUT gets summary.txt, logs.tar.gz, and in train mode results.json and retrofits.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+MODE=${1:-train}
+FINAL_OUT=${OUT:-/tmp/drift-gpu-out}
+WORK=/tmp/drift-retrofit-checks
+mkdir -p "$FINAL_OUT" "$WORK"
+t_start=$SECONDS
+
+perplexities() {  # the engine's bits/byte on valid.txt: the model, then each trained file
+  local drift=build-gpu/apps/drift/drift valid=.corpus-device/valid.txt
+  [ -x "$drift" ] || { echo "no drift binary"; return; }
+  mkdir -p "$WORK/files" && tar -C "$WORK/files" -xzf "$WORK/retrofit/retrofits.tar.gz" 2>/dev/null
+  echo "| retrofit | bits/byte (drift, cuda) | KV bytes/token |"
+  echo "|---|---:|---:|"
+  for f in none "$WORK"/files/*.safetensors; do
+    local args=() name=none
+    [ "$f" != none ] && args=(--retrofit "$f") && name=$(basename "$f" .safetensors)
+    local bpb kv
+    bpb=$(timeout 60 "$drift" perplexity -f "$valid" --device cuda "${args[@]}" 2>&1 | grep "^bits per byte" | grep -oE "[0-9.]+$")
+    kv=$(timeout 30 "$drift" inspect "${args[@]}" 2>&1 | grep "^kv per token" | sed "s/^kv per token *//")
+    echo "| $name | ${bpb:-?} | ${kv:-?} |"
+  done
+}
+
+if [ "$MODE" = train ]; then
+  (OUT=$WORK/retrofit DRIFT_CORPUS=.corpus-device bash tools/retrofit/run_on_device.sh >"$WORK/retrofit_run.log" 2>&1) &
+  train_pid=$!
+  OUT=$WORK/checks BENCH_DEADLINE=0 bash tools/gpu/run_cuda_checks.sh test >"$WORK/checks_summary.txt" 2>&1
+  wait $train_pid
+  echo "sweep done after $((SECONDS - t_start)) s"
+  perplexities >"$WORK/perplexity.md" 2>&1
+  cp "$WORK/retrofit/results.json" "$WORK/retrofit/retrofits.tar.gz" "$FINAL_OUT/" 2>/dev/null
+  { echo "== CUDA checks"; tail -25 "$WORK/checks_summary.txt"; echo "== sweep (tail of retrofit.log)";
+    tail -30 "$WORK/retrofit/retrofit.log" 2>/dev/null || tail -30 "$WORK/retrofit_run.log";
+    echo "== drift perplexity on CUDA"; cat "$WORK/perplexity.md"; } >"$WORK/summary.txt"
+elif [ "$MODE" = bench ]; then
+  . tools/gpu/setup.sh
+  configure_build . build-gpu -DDRIFT_TESTS=OFF -DDRIFT_BENCH=ON || exit 1
+  ninja -C build-gpu -j16 drift_bench_decode drift_bench_mla drift_bench_dsa >"$WORK/build.log" 2>&1 ||
+    grep -E "error|FAILED" "$WORK/build.log" | head -20
+  B=build-gpu/bench/decode
+  timeout 60 $B/drift_bench_mla --heads 32 --batch 1 64 --context 8192 32768 --width 512 --dv 384 \
+    --block-size 16 --markdown "$WORK/mla_lite.md" >"$WORK/mla_lite.log" 2>&1
+  [ -x $B/drift_bench_dsa ] && timeout 90 $B/drift_bench_dsa --markdown "$WORK/dsa.md" >"$WORK/dsa.log" 2>&1
+  left=$((560 - (SECONDS - t_start)))
+  timeout "$left" $B/drift_bench_decode --model llama-3.1-8b --retrofit original mla-lite dsa-lite both \
+    --prompt "${PROMPT:-32768}" --batch ${BATCHES:-1} --prefill 512 --gen 32 --eager 0 --forward-only 0 \
+    --markdown "$WORK/decode.md" >"$WORK/decode.log" 2>&1
+  { echo "== attention alone: MLA-lite (latent 512, values 384, 32 heads)"; cat "$WORK/mla_lite.md" 2>/dev/null;
+    echo "== attention alone: dense vs DSA-lite"; cat "$WORK/dsa.md" 2>/dev/null || tail -5 "$WORK/dsa.log";
+    echo "== decode steps"; grep -E "fit|skipped" "$WORK/decode.log"; cat "$WORK/decode.md" 2>/dev/null || tail -20 "$WORK/decode.log"; } >"$WORK/summary.txt"
+fi
+tar -C "$WORK" -czf "$FINAL_OUT/logs.tar.gz" --exclude=files --exclude='*.safetensors' --exclude=retrofits.tar.gz .
+cp "$WORK/summary.txt" "$FINAL_OUT/"
+cat "$WORK/summary.txt"
+echo "total $((SECONDS - t_start)) s"
