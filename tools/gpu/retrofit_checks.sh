@@ -5,6 +5,8 @@
 #          trained file: the engine's bits/byte beside the tool's. carry: [".gpu-sysroot.tar.xz", ".corpus-device"]
 #          (tools/gpu/pack_sysroot.sh; .corpus-device: the first 20M characters of .corpus/train.txt.xz, which
 #          is all the sweep reads, with valid.txt), and leave models/drift-mla-14m out (64 MiB tree).
+#   sweep "ARGS" "ARGS" ...  one retrofit.py run per quoted argument list, side by side on the GPU (the
+#          15M model leaves it mostly idle), each with its own table. carry: [".corpus-device"].
 #   bench  the Llama-3.1-8B speed table: attention alone (drift_bench_mla at MLA-lite's geometry, drift_bench_dsa)
 #          and whole decode steps (drift_bench_decode --retrofit original mla-lite dsa-lite both) at batch 1 x 32k
 #          and batch 64 x 8k. carry: [".gpu-sysroot.tar.xz"].
@@ -44,6 +46,21 @@ if [ "$MODE" = train ]; then
   { echo "== CUDA checks"; tail -25 "$WORK/checks_summary.txt"; echo "== sweep (tail of retrofit.log)";
     tail -30 "$WORK/retrofit/retrofit.log" 2>/dev/null || tail -30 "$WORK/retrofit_run.log";
     echo "== drift perplexity on CUDA"; cat "$WORK/perplexity.md"; } >"$WORK/summary.txt"
+elif [ "$MODE" = sweep ]; then
+  shift
+  i=0
+  for args in "$@"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086  # each argument is a list of retrofit.py options
+    (timeout 540 python3 tools/retrofit/retrofit.py --model models/default --corpus .corpus-device \
+      --out "$WORK/run$i" $args >"$WORK/run$i.log" 2>&1) &
+  done
+  wait
+  for j in $(seq 1 $i); do
+    echo "== run $j: ${*:j:1}"
+    grep -E "^\| (mla|dsa|both)" "$WORK/run$j.log" || tail -5 "$WORK/run$j.log"
+  done >"$WORK/summary.txt"
+  tar -C "$WORK" -czf "$FINAL_OUT/retrofits.tar.gz" $(cd "$WORK" && ls run*/*.safetensors 2>/dev/null)
 elif [ "$MODE" = bench ]; then
   . tools/gpu/setup.sh
   configure_build . build-gpu -DDRIFT_TESTS=OFF -DDRIFT_BENCH=ON || exit 1

@@ -183,10 +183,11 @@ class Model(nn.Module):
             c = x @ retro.kv_down[i].t().to(x.dtype)
             k_lite = torch.zeros_like(k)
             k_lite[..., rope] = k[..., rope]
-            k_lite[..., nope] = (c @ retro.k_up[i].t().to(x.dtype)).view(b, t, g, len(nope))
+            # .to(): under autocast the product is bf16 while rotate() may give the model's dtype.
+            k_lite[..., nope] = (c @ retro.k_up[i].t().to(x.dtype)).view(b, t, g, len(nope)).to(k_lite.dtype)
             k = k_lite
             q = q.clone()
-            q[..., nope] = q_plain[..., nope]
+            q[..., nope] = q_plain[..., nope].to(q.dtype)
             v = (c @ retro.v_up[i].t().to(x.dtype)).view(b, t, g, d)
         else:
             v = (x @ w[p + "v_proj.weight"].t()).view(b, t, g, d)
