@@ -1,7 +1,8 @@
 // Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both): a
 // request's greedy output is the same alone, in a batch, with prefix reuse (served from the cache the
-// second time), with prefill chunks of 7 tokens and with prompt-lookup speculation. DSA-lite with EAGLE-3
-// trees and either retrofit with tensor parallelism are refused by name.
+// second time), with prefill chunks of 7 tokens and with prompt-lookup speculation (EAGLE-3 trees:
+// retrofit_eagle3_test.cc). DSA-lite with SpecPV's partial views and either retrofit with tensor
+// parallelism are refused by name.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -70,14 +71,19 @@ TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
   EXPECT_EQ(tokens_of(run_all(**ngram, requests())), alone) << "prompt-lookup speculation";
 }
 
-TEST(RetrofitModes, DsaLiteWithEagle3TreesIsRefusedByName) {
-  EngineConfig c = config_with({.mla_lite = false, .dsa_lite = true}, "dsa_eagle3");
-  c.speculative.method = "eagle3";
-  c.speculative.draft_dir = "auto";
+TEST(RetrofitModes, DsaLiteWithSpecPvIsRefusedByName) {
+  EngineConfig c = config_with({.mla_lite = false, .dsa_lite = true}, "dsa_specpv");
+  c.speculative.method = "ngram";
+  c.specpv.min_context = 64;
   auto engine = Engine::create(c);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find(c.retrofit_file), std::string::npos) << engine.status().to_string();
-  EXPECT_NE(engine.status().message().find("EAGLE-3"), std::string::npos) << engine.status().to_string();
+  EXPECT_NE(engine.status().message().find("SpecPV"), std::string::npos) << engine.status().to_string();
+  // MLA-lite alone reads views like any attention layer.
+  EngineConfig mla = config_with({}, "mla_specpv");
+  mla.speculative.method = "ngram";
+  mla.specpv.min_context = 64;
+  EXPECT_TRUE(Engine::create(mla).ok());
 }
 
 TEST(RetrofitModes, TensorParallelIsRefusedByName) {
