@@ -9,10 +9,8 @@
 
 #include <random>
 
-#include "backend/ops.h"
 #include "eagle3_head_folder.h"
 #include "engine_test_util.h"
-#include "model/registry.h"
 #include "model_copy.h"
 #include "retrofit_file.h"
 
@@ -33,46 +31,24 @@ EngineConfig with_retrofit(EngineConfig c, const std::string& name, const Retrof
   return c;
 }
 
-EngineConfig with_draft(EngineConfig c, const std::string& dir, int32_t tokens, int32_t depth, int32_t top_k) {
-  c.speculative.method = "eagle3";
-  c.speculative.draft_dir = dir;
-  c.speculative.num_tokens = tokens;
-  c.speculative.depth = depth;
-  c.speculative.top_k = top_k;
-  return c;
-}
-
-std::vector<std::vector<int32_t>> run(const EngineConfig& config, std::vector<Request> requests,
-                                      EngineMetrics* metrics = nullptr) {
-  auto engine = Engine::create(config);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  if (!engine.ok()) return {};
-  const std::vector<std::vector<int32_t>> out = tokens_of(run_all(**engine, std::move(requests)));
-  const EngineMetrics m = wait_until_idle(**engine);
-  EXPECT_EQ(m.kv_blocks_used, 0);
-  if (metrics != nullptr) *metrics = m;
-  return out;
-}
-
 // Greedy with and without `speculative`, all requests at once and each alone.
 void expect_same_output(const EngineConfig& plain, const EngineConfig& speculative, const std::vector<Request>& requests,
                         EngineMetrics* metrics) {
-  const auto expected = run(plain, requests);
+  const auto expected = run_on_fresh_engine(plain, requests);
   ASSERT_EQ(expected.size(), requests.size());
-  EXPECT_EQ(run(speculative, requests, metrics), expected) << "batched";
+  EXPECT_EQ(run_on_fresh_engine(speculative, requests, metrics), expected) << "batched";
   EXPECT_GT(metrics->spec_decode_num_drafts, 0);
   for (size_t i = 0; i < requests.size(); ++i)
-    EXPECT_EQ(run(speculative, {requests[i]}), std::vector<std::vector<int32_t>>{expected[i]}) << "request " << i << " alone";
+    EXPECT_EQ(run_on_fresh_engine(speculative, {requests[i]}), std::vector<std::vector<int32_t>>{expected[i]})
+        << "request " << i << " alone";
 }
 
 class RetrofitEagle3 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RetrofitEagle3, FixtureWithRandomHeadKeepsGreedyOutput) {
   const EngineConfig base = with_retrofit(fixture_engine_config(), GetParam().name, GetParam().fixture);
-  auto ops = backend::make_cpu_ops();
-  auto target = model::load_model(base.model_dir, *ops);
-  ASSERT_TRUE(target.ok()) << target.status().to_string();
-  const std::string head = random_head_folder(**target, (*target)->vocab_size() / 2, 64, 23).write();
+  const std::string head = write_random_head_for(base.model_dir, 23);
+  ASSERT_FALSE(head.empty());
   std::mt19937 rng(12);
   std::vector<Request> requests;
   // Prompts shorter and longer than DSA-lite's top-k, so trees are verified both ways.
@@ -82,7 +58,7 @@ TEST_P(RetrofitEagle3, FixtureWithRandomHeadKeepsGreedyOutput) {
     requests.push_back(greedy_request(prompt, 14 + i));
   }
   EngineMetrics m;
-  expect_same_output(base, with_draft(base, head, 12, 4, 3), requests, &m);
+  expect_same_output(base, with_eagle3(base, head, 12, 4, 3), requests, &m);
 }
 
 TEST_P(RetrofitEagle3, DefaultModelWithTrainedHeadKeepsGreedyOutput) {
@@ -99,7 +75,7 @@ TEST_P(RetrofitEagle3, DefaultModelWithTrainedHeadKeepsGreedyOutput) {
     requests.push_back(r);
   }
   EngineMetrics m;
-  expect_same_output(base, with_draft(base, "auto", 24, 6, 6), requests, &m);
+  expect_same_output(base, with_eagle3(base, "auto", 24, 6, 6), requests, &m);
   EXPECT_GT(m.spec_decode_num_accepted_tokens, m.spec_decode_num_drafts / 2)
       << "the trained head should be accepted often: " << m.spec_decode_num_accepted_tokens << " accepted in "
       << m.spec_decode_num_drafts << " verify steps";
