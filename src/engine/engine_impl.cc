@@ -85,20 +85,20 @@ Status check_specpv(const EngineConfig& config) {
   return Status::Ok();
 }
 
-// Retrofit layers are not split over ranks yet, and DSA-lite's indexer picks keys for chains of new tokens
-// over the whole block table: EAGLE-3's draft trees and SpecPV's partial views would be ignored, so they
-// are refused here rather than run wrong.
+// Retrofit layers are not split over ranks yet. DSA-lite's indexer and sparse attention read a sequence's
+// whole block table (chains and EAGLE-3 draft trees alike); SpecPV's partial views would be read as whole
+// tables, so that pairing is refused here rather than run wrong.
 Status check_retrofit_modes(const EngineConfig& config) {
   if (!config.retrofit_file.empty() && config.tensor_parallel > 1)
     return unsupported(fmt::format("retrofit {} does not run with tensor_parallel {} yet", config.retrofit_file,
                                    config.tensor_parallel));
-  if (config.retrofit_file.empty() || (config.speculative.method != "eagle3" && config.specpv.min_context == 0))
-    return Status::Ok();
+  if (config.retrofit_file.empty() || !config.specpv.enabled()) return Status::Ok();
   DRIFT_ASSIGN_OR_RETURN(const weights::RetrofitConfig retrofit, weights::read_retrofit_config(config.retrofit_file));
   if (retrofit.dsa_lite)
-    return unsupported(fmt::format("retrofit {} has DSA-lite sparse attention, which runs neither EAGLE-3 draft trees "
-                                   "nor SpecPV partial verification yet; use --speculative ngram or none",
-                                   config.retrofit_file));
+    return unsupported(fmt::format("retrofit {} has DSA-lite sparse attention, which does not run SpecPV partial "
+                                   "verification (specpv min_context {}) yet: its indexer reads whole block tables; "
+                                   "use --specpv-min-context 0",
+                                   config.retrofit_file, config.specpv.min_context));
   return Status::Ok();
 }
 

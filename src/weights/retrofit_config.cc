@@ -133,7 +133,6 @@ Status check_retrofit(const ModelConfig& c, const RetrofitConfig& r) {
   if (c.mla) return refuse("the model already has latent attention (MLA)");
   if (c.attention_sinks || c.sliding_window > 0) return refuse("retrofits do not combine with sinks or sliding windows");
   if (r.mla_lite) {
-    if (c.attention_bias) return refuse("MLA-lite has no place for q/k/v biases (attention_bias)");
     if (c.qk_norm) return refuse("MLA-lite cannot carry per-head k norms (qk_norm)");
     DRIFT_RETURN_IF_ERROR(check_mla_lite(c, *r.mla_lite, r.file));
   }

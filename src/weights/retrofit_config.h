@@ -58,8 +58,9 @@ std::string retrofit_tensor_name(int64_t layer, const char* name);
 // metadata that does not parse, is an error naming the file and the key.
 Expected<RetrofitConfig> read_retrofit_config(const std::string& path);
 
-// Whether `retrofit` fits `model`: a GQA model without q/k/v biases or per-head q/k norms (the latent
-// cannot carry them), d_c and the kept frequencies in range, a top-k rule that leaves room to choose.
+// Whether `retrofit` fits `model`: a GQA model, for MLA-lite without per-head q/k norms (the latent cannot
+// carry them; q/k/v biases it carries, layers/mla_lite_attention.cc), d_c and the kept frequencies in
+// range, a top-k rule that leaves room to choose.
 Status check_retrofit(const ModelConfig& model, const RetrofitConfig& retrofit);
 
 }  // namespace drift::weights

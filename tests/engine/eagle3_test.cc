@@ -11,35 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "backend/ops.h"
 #include "eagle3_head_folder.h"
 #include "engine_test_util.h"
-#include "model/registry.h"
 
 namespace drift::testing {
 namespace {
-
-std::vector<std::vector<int32_t>> run(const EngineConfig& config, std::vector<Request> requests,
-                                      EngineMetrics* metrics = nullptr) {
-  auto engine = Engine::create(config);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  if (!engine.ok()) return {};
-  std::vector<std::vector<int32_t>> out;
-  for (const Collected& c : run_all(**engine, std::move(requests))) out.push_back(c.tokens);
-  const EngineMetrics m = wait_until_idle(**engine);
-  EXPECT_EQ(m.kv_blocks_used, 0);
-  if (metrics) *metrics = m;
-  return out;
-}
-
-EngineConfig with_draft(EngineConfig c, const std::string& dir, int32_t tokens = 16, int32_t depth = 5, int32_t top_k = 4) {
-  c.speculative.method = "eagle3";
-  c.speculative.draft_dir = dir;
-  c.speculative.num_tokens = tokens;
-  c.speculative.depth = depth;
-  c.speculative.top_k = top_k;
-  return c;
-}
 
 EngineConfig default_model() {
   EngineConfig c;
@@ -72,9 +48,9 @@ double tokens_per_step(const EngineMetrics& m) {
 
 TEST(Eagle3, DefaultModelKeepsGreedyOutputAndAcceptsItsTrees) {
   const auto requests = default_model_requests(0.0f);
-  const auto plain = run(default_model(), requests);
+  const auto plain = run_on_fresh_engine(default_model(), requests);
   EngineMetrics m;
-  EXPECT_EQ(run(with_draft(default_model(), "auto", 32, 7, 8), requests, &m), plain);
+  EXPECT_EQ(run_on_fresh_engine(with_eagle3(default_model(), "auto", 32, 7, 8), requests, &m), plain);
   EXPECT_GT(m.spec_decode_num_drafts, 0);
   // The trained head: about 3.5 tokens per target step on such text (tools/train: tau 3.46 held out).
   EXPECT_GT(tokens_per_step(m), 2.5) << m.spec_decode_num_accepted_tokens << " accepted in " << m.spec_decode_num_drafts;
@@ -83,34 +59,36 @@ TEST(Eagle3, DefaultModelKeepsGreedyOutputAndAcceptsItsTrees) {
   for (size_t d = 1; d < per_depth.size(); ++d) EXPECT_GE(per_depth[d - 1], per_depth[d]) << "depth " << d + 1;
   // One at a time too (a batch of one).
   for (size_t i = 0; i < requests.size(); ++i)
-    EXPECT_EQ(run(with_draft(default_model(), "auto", 32, 7, 8), {requests[i]}), std::vector<std::vector<int32_t>>{plain[i]}) << i;
+    EXPECT_EQ(run_on_fresh_engine(with_eagle3(default_model(), "auto", 32, 7, 8), {requests[i]}),
+              std::vector<std::vector<int32_t>>{plain[i]})
+        << i;
 }
 
 TEST(Eagle3, SeededSamplingGivesTheSameTokens) {
   const auto requests = default_model_requests(0.8f);
-  const auto plain = run(default_model(), requests);
+  const auto plain = run_on_fresh_engine(default_model(), requests);
   EngineMetrics m;
-  EXPECT_EQ(run(with_draft(default_model(), "auto"), requests, &m), plain);
+  EXPECT_EQ(run_on_fresh_engine(with_eagle3(default_model(), "auto"), requests, &m), plain);
   EXPECT_GT(m.spec_decode_num_accepted_tokens, 0);
 }
 
 TEST(Eagle3, TightBudgetPreemptionAndCancelsChangeNothing) {
   const auto requests = default_model_requests(0.0f);
-  const auto plain = run(default_model(), requests);
-  EngineConfig tight = with_draft(default_model(), "auto", 32, 7, 8);
+  const auto plain = run_on_fresh_engine(default_model(), requests);
+  EngineConfig tight = with_eagle3(default_model(), "auto", 32, 7, 8);
   tight.max_num_batched_tokens = 24;  // trees cut to what the step has left
   tight.max_num_seqs = 4;
-  EXPECT_EQ(run(tight, requests), plain);
-  EngineConfig preempting = with_draft(default_model(), "auto", 32, 7, 8);
+  EXPECT_EQ(run_on_fresh_engine(tight, requests), plain);
+  EngineConfig preempting = with_eagle3(default_model(), "auto", 32, 7, 8);
   preempting.admission = AdmissionPolicy::kOptimistic;
   preempting.enable_prefix_cache = false;
   preempting.block_size = 16;
   preempting.kv_cache_bytes = 2 * 8 * 2 * 64 * 4 * 16 * 10;  // ten blocks of 8 f32 layers: requests preempt each other
   EngineMetrics m;
-  EXPECT_EQ(run(preempting, requests, &m), plain);
+  EXPECT_EQ(run_on_fresh_engine(preempting, requests, &m), plain);
   EXPECT_GT(m.num_preemptions_total, 0);
 
-  auto engine = Engine::create(with_draft(default_model(), "auto"));
+  auto engine = Engine::create(with_eagle3(default_model(), "auto"));
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   Collector sink;
   std::vector<Request> many;
@@ -136,10 +114,8 @@ class Eagle3Fixtures : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Eagle3Fixtures, RandomHeadKeepsGreedyOutputBatched) {
   const EngineConfig base = fixture_engine_config(GetParam());
-  auto ops = backend::make_cpu_ops();
-  auto target = model::load_model(base.model_dir, *ops);
-  ASSERT_TRUE(target.ok()) << target.status().to_string();
-  const std::string dir = random_head_folder(**target, (*target)->vocab_size() / 2, 64, 17).write();
+  const std::string dir = write_random_head_for(base.model_dir, 17);
+  ASSERT_FALSE(dir.empty());
   std::mt19937 rng(8);
   std::vector<Request> requests;
   for (int i = 0; i < 8; ++i) {
@@ -152,9 +128,9 @@ TEST_P(Eagle3Fixtures, RandomHeadKeepsGreedyOutputBatched) {
     }
     requests.push_back(r);
   }
-  const auto plain = run(base, requests);
+  const auto plain = run_on_fresh_engine(base, requests);
   EngineMetrics m;
-  EXPECT_EQ(run(with_draft(base, dir, 12, 4, 3), requests, &m), plain);
+  EXPECT_EQ(run_on_fresh_engine(with_eagle3(base, dir, 12, 4, 3), requests, &m), plain);
   EXPECT_GT(m.spec_decode_num_drafts, 0);
 }
 
@@ -163,12 +139,12 @@ INSTANTIATE_TEST_SUITE_P(Families, Eagle3Fixtures,
                                            "youtu", "gpt_oss"));
 
 TEST(Eagle3, BadDraftFoldersAreNamedErrors) {
-  EngineConfig missing = with_draft(fixture_engine_config(), "/nonexistent/head");
+  EngineConfig missing = with_eagle3(fixture_engine_config(), "/nonexistent/head");
   auto engine = Engine::create(missing);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("/nonexistent/head"), std::string::npos) << engine.status().to_string();
   // The default model's head on a fixture of two layers: its capture layers do not exist there.
-  auto wrong = Engine::create(with_draft(fixture_engine_config(), std::string(DRIFT_MODELS_DIR) + "/default/eagle3"));
+  auto wrong = Engine::create(with_eagle3(fixture_engine_config(), std::string(DRIFT_MODELS_DIR) + "/default/eagle3"));
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("eagle_aux_hidden_state_layer_ids"), std::string::npos) << wrong.status().to_string();
   EngineConfig no_dir = fixture_engine_config();

@@ -80,6 +80,27 @@ EngineMetrics wait_until_idle(Engine& engine) {
   return m;
 }
 
+std::vector<std::vector<int32_t>> run_on_fresh_engine(const EngineConfig& config, std::vector<Request> requests,
+                                                      EngineMetrics* metrics) {
+  auto engine = Engine::create(config);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  const std::vector<std::vector<int32_t>> out = tokens_of(run_all(**engine, std::move(requests)));
+  const EngineMetrics m = wait_until_idle(**engine);
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  if (metrics != nullptr) *metrics = m;
+  return out;
+}
+
+EngineConfig with_eagle3(EngineConfig c, const std::string& draft_dir, int32_t tokens, int32_t depth, int32_t top_k) {
+  c.speculative.method = "eagle3";
+  c.speculative.draft_dir = draft_dir;
+  c.speculative.num_tokens = tokens;
+  c.speculative.depth = depth;
+  c.speculative.top_k = top_k;
+  return c;
+}
+
 Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
   Request r;
   r.prompt_tokens = std::move(prompt);

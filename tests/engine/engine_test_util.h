@@ -44,6 +44,13 @@ Request greedy_request(std::vector<int32_t> prompt, int32_t max_tokens);
 std::vector<std::vector<int32_t>> tokens_of(const std::vector<Collected>& results);
 // Blocks of finished requests return at the engine's next commit: waits (bounded) until nothing is held.
 EngineMetrics wait_until_idle(Engine& engine);
+// A fresh engine of `config` runs the requests (run_all); returns their token streams once it is idle,
+// expecting every KV block back. Its metrics then go to `metrics` when given.
+std::vector<std::vector<int32_t>> run_on_fresh_engine(const EngineConfig& config, std::vector<Request> requests,
+                                                      EngineMetrics* metrics = nullptr);
+// `c` with EAGLE-3 speculation from the head in `draft_dir` ("auto": the model's eagle3/ folder).
+EngineConfig with_eagle3(EngineConfig c, const std::string& draft_dir, int32_t tokens = 16, int32_t depth = 5,
+                         int32_t top_k = 4);
 
 // A fixture's golden prompts as greedy requests, with the continuations transformers recorded for them.
 struct GoldenRequests {

@@ -1,7 +1,8 @@
-// Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both): a
-// request's greedy output is the same alone, in a batch, with prefix reuse (served from the cache the
-// second time), with prefill chunks of 7 tokens and with prompt-lookup speculation. DSA-lite with EAGLE-3
-// trees and either retrofit with tensor parallelism are refused by name.
+// Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both, and
+// both on Qwen2, whose q/k/v biases MLA-lite carries): a request's greedy output is the same alone, in a
+// batch, with prefix reuse (served from the cache the second time), with prefill chunks of 7 tokens and
+// with prompt-lookup speculation (EAGLE-3 trees: retrofit_eagle3_test.cc). DSA-lite with SpecPV's partial
+// views and either retrofit with tensor parallelism are refused by name.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -28,8 +29,8 @@ std::vector<Request> requests() {
   return out;
 }
 
-EngineConfig config_with(const RetrofitRecipe& recipe, const std::string& name) {
-  EngineConfig c = fixture_engine_config();
+EngineConfig config_with(const RetrofitRecipe& recipe, const std::string& name, const std::string& model = "llama") {
+  EngineConfig c = fixture_engine_config(model);
   c.retrofit_file = fresh_temp_dir("retrofit_engine") + "/" + name + ".safetensors";
   const Status s = write_test_retrofit(c.model_dir, c.retrofit_file, recipe);
   EXPECT_TRUE(s.ok()) << s.to_string();
@@ -39,12 +40,13 @@ EngineConfig config_with(const RetrofitRecipe& recipe, const std::string& name) 
 struct Case {
   const char* name;
   RetrofitRecipe recipe;
+  const char* model = "llama";  // the fixture retrofitted
 };
 
 class RetrofitInvariance : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
-  const EngineConfig base = config_with(GetParam().recipe, GetParam().name);
+  const EngineConfig base = config_with(GetParam().recipe, GetParam().name, GetParam().model);
   auto solo = Engine::create(base);
   ASSERT_TRUE(solo.ok()) << solo.status().to_string();
   std::vector<std::vector<int32_t>> alone;
@@ -70,14 +72,19 @@ TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
   EXPECT_EQ(tokens_of(run_all(**ngram, requests())), alone) << "prompt-lookup speculation";
 }
 
-TEST(RetrofitModes, DsaLiteWithEagle3TreesIsRefusedByName) {
-  EngineConfig c = config_with({.mla_lite = false, .dsa_lite = true}, "dsa_eagle3");
-  c.speculative.method = "eagle3";
-  c.speculative.draft_dir = "auto";
+TEST(RetrofitModes, DsaLiteWithSpecPvIsRefusedByName) {
+  EngineConfig c = config_with({.mla_lite = false, .dsa_lite = true}, "dsa_specpv");
+  c.speculative.method = "ngram";
+  c.specpv.min_context = 64;
   auto engine = Engine::create(c);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find(c.retrofit_file), std::string::npos) << engine.status().to_string();
-  EXPECT_NE(engine.status().message().find("EAGLE-3"), std::string::npos) << engine.status().to_string();
+  EXPECT_NE(engine.status().message().find("SpecPV"), std::string::npos) << engine.status().to_string();
+  // MLA-lite alone reads views like any attention layer.
+  EngineConfig mla = config_with({}, "mla_specpv");
+  mla.speculative.method = "ngram";
+  mla.specpv.min_context = 64;
+  EXPECT_TRUE(Engine::create(mla).ok());
 }
 
 TEST(RetrofitModes, TensorParallelIsRefusedByName) {
@@ -92,7 +99,9 @@ INSTANTIATE_TEST_SUITE_P(
     Retrofits, RetrofitInvariance,
     ::testing::Values(Case{"mla_lite", {.rank = 20, .rope_freqs = {0, 1, 5}}},
                       Case{"dsa_lite", {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3}},
-                      Case{"both", {.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}}),
+                      Case{"both", {.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}},
+                      // Qwen2's q/k/v biases through MLA-lite (carried at load), with DSA-lite too.
+                      Case{"both_qwen2", {.rank = 20, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12}, "qwen2"}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace

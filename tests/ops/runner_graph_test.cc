@@ -3,16 +3,21 @@
 // backend that captures: between begin_capture() and end_capture() it records each op with the tensors
 // it was given instead of running it, and replay() runs the records again on whatever those buffers then
 // hold, which is what a CUDA graph does. Greedy tokens must equal those of plain eager steps exactly: on
-// the CPU backend batching never changes results (contract 8), so the padding rows must not either.
+// the CPU backend batching never changes results (contract 8), so the padding rows must not either. Each
+// test runs the llama fixture as it is and with each retrofit (MLA-lite, DSA-lite, both), whose latent
+// cache, indexer keys and indexer choice must replay alike; verify steps as chains and as draft trees.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "backend/ops.h"
 #include "model/registry.h"
+#include "model_copy.h"
+#include "retrofit_file.h"
 #include "runner/model_runner.h"
 #include "sample/sampler.h"
 
@@ -92,6 +97,12 @@ class RecordingOps final : public backend::Ops {
   void moe_experts(const backend::MoeExpertsParams& p) override {
     run([=, this] { inner_->moe_experts(p); });
   }
+  void indexer_topk(const backend::IndexerTopkParams& p) override {
+    run([=, this] { inner_->indexer_topk(p); });
+  }
+  void sparse_paged_attention(const backend::SparseAttentionParams& p) override {
+    run([=, this] { inner_->sparse_paged_attention(p); });
+  }
 
   int captures = 0;
   int64_t ops_run = 0;  // ops executed, directly or by a replay
@@ -142,10 +153,34 @@ class HostSampler final : public sample::DeviceSampler {
   std::vector<sample::SampleResult> results_;
 };
 
+// The fixture model as it is (retrofit "none") or with a retrofit of its own weights: MLA-lite cut to a
+// rank below full, DSA-lite with a top-k well under the longest sequences here.
+struct Retrofit {
+  const char* name;
+  std::optional<RetrofitRecipe> recipe;
+};
+
+std::unique_ptr<model::Model> load_fixture(backend::Ops& ops, const Retrofit& retrofit) {
+  const std::string dir = std::string(DRIFT_FIXTURES_DIR) + "/models/llama";
+  model::LoadOptions options;
+  if (retrofit.recipe) {
+    options.retrofit_file = fresh_temp_dir("runner-graph-retrofit") + "/" + retrofit.name + ".safetensors";
+    const Status written = write_test_retrofit(dir, options.retrofit_file, *retrofit.recipe);
+    EXPECT_TRUE(written.ok()) << written.to_string();
+  }
+  auto loaded = model::load_model(dir, ops, options);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  return loaded.ok() ? std::move(loaded).value() : nullptr;
+}
+
+size_t num_kv_groups(const model::Model& model, const backend::Ops& ops) {
+  return model.kv_specs(ops.compute_dtype()).size();
+}
+
 struct Seq {
   std::vector<int32_t> tokens;
   size_t prompt_len = 0;
-  std::vector<std::vector<int32_t>> tables;  // one KV group
+  std::vector<std::vector<int32_t>> tables;  // per KV group (the same block ids in each group's pool)
 };
 
 struct Outcome {
@@ -156,15 +191,14 @@ struct Outcome {
 // Prefills three prompts, then decodes all three (bucket 4: one padding row), two (bucket 2), one
 // (bucket 1). With `graphs`, every step goes through step_and_sample with decode graphs on; otherwise
 // through step() and a host argmax.
-Outcome run(backend::Ops& ops, bool graphs) {
+Outcome run(backend::Ops& ops, bool graphs, const Retrofit& retrofit) {
   Outcome outcome;
-  auto loaded = model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/llama", ops);
-  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
-  if (!loaded.ok()) return outcome;
-  std::unique_ptr<model::Model> model = std::move(loaded).value();
+  std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
+  if (model == nullptr) return outcome;
+  const size_t groups = num_kv_groups(*model, ops);
   runner::RunnerConfig rc;
   rc.block_size = 16;
-  rc.num_blocks = {48};
+  rc.num_blocks.assign(groups, 48);
   rc.max_num_seqs = 4;
   rc.max_num_tokens = 128;
   rc.max_model_len = 256;
@@ -183,7 +217,7 @@ Outcome run(backend::Ops& ops, bool graphs) {
     seqs[i].prompt_len = prompts[i].size();
     std::vector<int32_t> blocks;
     for (int32_t b = 0; b < 6; ++b) blocks.push_back(40 - int32_t(i) - 3 * b);
-    seqs[i].tables = {blocks};
+    seqs[i].tables.assign(groups, blocks);
   }
   SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -222,11 +256,13 @@ Outcome run(backend::Ops& ops, bool graphs) {
   return outcome;
 }
 
-TEST(RunnerGraphs, PaddedDecodeReplaysMatchEagerSteps) {
+class RunnerGraphs : public ::testing::TestWithParam<Retrofit> {};
+
+TEST_P(RunnerGraphs, PaddedDecodeReplaysMatchEagerSteps) {
   RecordingOps recording;
-  const Outcome with_graphs = run(recording, true);
+  const Outcome with_graphs = run(recording, true, GetParam());
   auto cpu = backend::make_cpu_ops();
-  const Outcome eager = run(*cpu, false);
+  const Outcome eager = run(*cpu, false, GetParam());
   ASSERT_EQ(with_graphs.tokens.size(), 3u);
   EXPECT_EQ(with_graphs.tokens, eager.tokens);
   // Graphs by (bucket, block-table width): (4, 4) for 12 steps, (2, 4) for 8, then sequence 1 alone at
@@ -239,16 +275,17 @@ TEST(RunnerGraphs, PaddedDecodeReplaysMatchEagerSteps) {
 
 // Steps of three new tokens per sequence with logits for all three (a verify of two drafts), replayed
 // from graphs: every row's greedy token equals the eager step's. The inputs are teacher-forced (each
-// step appends three fixed tokens), so both runs schedule exactly the same steps.
-std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graphs, int64_t* num_graphs,
-                                                   int64_t* num_replays) {
-  auto loaded = model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/llama", ops);
-  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
-  if (!loaded.ok()) return {};
-  std::unique_ptr<model::Model> model = std::move(loaded).value();
+// step appends three fixed tokens), so both runs schedule exactly the same steps. With `tree` the three
+// are a draft tree, a root and two children of it (positions c, c + 1, c + 1; each child sees the root
+// and itself), as EAGLE-3 verifies.
+std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graphs, const Retrofit& retrofit, bool tree,
+                                                   int64_t* num_graphs, int64_t* num_replays) {
+  std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
+  if (model == nullptr) return {};
+  const size_t groups = num_kv_groups(*model, ops);
   runner::RunnerConfig rc;
   rc.block_size = 16;
-  rc.num_blocks = {32};
+  rc.num_blocks.assign(groups, 32);
   rc.max_num_seqs = 4;
   rc.max_num_tokens = 64;
   rc.max_model_len = 128;
@@ -259,7 +296,9 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
   const int32_t rows_per_seq[] = {0, 1, 2};
   std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300, 301, 12}, {200, 201, 202, 203}};
   std::vector<std::vector<std::vector<int32_t>>> tables;
-  for (int32_t i = 0; i < 3; ++i) tables.push_back({{30 - i, 20 - i, 10 - i, 3 - i}});
+  for (int32_t i = 0; i < 3; ++i) tables.emplace_back(groups, std::vector<int32_t>{30 - i, 20 - i, 10 - i, 3 - i});
+  const uint32_t tree_mask[] = {0b001u, 0b011u, 0b101u};
+  std::vector<std::vector<int32_t>> tree_positions(3);
   std::vector<std::vector<int32_t>> picked_tokens(3);
   std::vector<int32_t> computed(3, 0);
   for (int32_t step = 0; step < 6; ++step) {
@@ -271,6 +310,11 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
       runner::SeqStep s{tokens[i], computed[i], int32_t(tokens[i].size()) - computed[i], tables[i]};
       if (step > 0) s.logit_rows = rows_per_seq;
       else s.wants_logits = true;
+      if (step > 0 && tree) {
+        tree_positions[i] = {computed[i], computed[i] + 1, computed[i] + 1};
+        s.positions = tree_positions[i];
+        s.tree_mask = tree_mask;
+      }
       steps.push_back(s);
       for (int32_t j = 0; j < (step > 0 ? 3 : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
     }
@@ -299,12 +343,12 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
   return picked_tokens;
 }
 
-TEST(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) {
+void expect_verify_replays_match(const Retrofit& retrofit, bool tree) {
   RecordingOps recording;
   int64_t graphs = 0, replays = 0, eager_graphs = 0, eager_replays = 0;
-  const auto with_graphs = run_verify_steps(recording, true, &graphs, &replays);
+  const auto with_graphs = run_verify_steps(recording, true, retrofit, tree, &graphs, &replays);
   auto cpu = backend::make_cpu_ops();
-  const auto eager = run_verify_steps(*cpu, false, &eager_graphs, &eager_replays);
+  const auto eager = run_verify_steps(*cpu, false, retrofit, tree, &eager_graphs, &eager_replays);
   ASSERT_EQ(with_graphs.size(), 3u);
   EXPECT_EQ(with_graphs, eager);
   EXPECT_EQ(with_graphs[0].size(), 1u + 5 * 3);
@@ -316,6 +360,20 @@ TEST(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) {
   EXPECT_EQ(replays, 3);
   EXPECT_EQ(eager_graphs, 0);
 }
+
+TEST_P(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) { expect_verify_replays_match(GetParam(), false); }
+
+// What a tree query sees is the engine tests' concern (eagle3_test.cc, retrofit_eagle3_test.cc); here, that
+// the tree mask and positions reach the replayed layers as they reach eager ones.
+TEST_P(RunnerGraphs, DraftTreeVerifyStepsReplayFromGraphs) { expect_verify_replays_match(GetParam(), true); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Retrofits, RunnerGraphs,
+    ::testing::Values(Retrofit{"none", std::nullopt},
+                      Retrofit{"mla_lite", RetrofitRecipe{.rank = 20, .rope_freqs = {0, 1, 5}}},
+                      Retrofit{"dsa_lite", RetrofitRecipe{.mla_lite = false, .dsa_lite = true, .top_k = 8, .local_window = 3}},
+                      Retrofit{"both", RetrofitRecipe{.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 8}}),
+    [](const ::testing::TestParamInfo<Retrofit>& test) { return std::string(test.param.name); });
 
 }  // namespace
 }  // namespace drift::testing

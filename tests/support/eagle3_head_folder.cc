@@ -6,6 +6,10 @@
 #include <random>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
+#include "backend/ops.h"
+#include "model/registry.h"
 #include "model_copy.h"
 #include "weights/safetensors.h"
 
@@ -100,6 +104,14 @@ HeadFolder random_head_folder(const model::Model& target, int64_t draft_vocab, i
   const bool spread = 2 * draft_vocab <= t.vocab_size;
   for (int64_t i = 0; i < draft_vocab; ++i) f.d2t.push_back(spread ? i + 1 : 0);
   return f;
+}
+
+std::string write_random_head_for(const std::string& model_dir, uint64_t seed) {
+  auto ops = backend::make_cpu_ops();
+  auto target = model::load_model(model_dir, *ops);
+  EXPECT_TRUE(target.ok()) << target.status().to_string();
+  if (!target.ok()) return "";
+  return random_head_folder(**target, (*target)->vocab_size() / 2, 64, seed).write();
 }
 
 }  // namespace drift::testing

@@ -41,5 +41,8 @@ struct HeadFolder {
 // tensors under `prefix` ("midlayer" or "layers.0").
 HeadFolder random_head_folder(const model::Model& target, int64_t draft_vocab, int64_t ffn, uint64_t seed,
                               const std::string& prefix = "midlayer");
+// A fresh folder holding random_head_folder(target, its vocabulary / 2, 64, seed) for the model in
+// `model_dir` (loaded on the CPU for its shapes); its path, or empty after a failed expectation.
+std::string write_random_head_for(const std::string& model_dir, uint64_t seed);
 
 }  // namespace drift::testing

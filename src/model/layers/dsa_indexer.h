@@ -37,8 +37,9 @@ class DsaIndexer {
   // index_q, index_k and index_w under `prefix` (the layer's self_attn).
   static Expected<DsaIndexer> load(WeightLoader& loader, const std::string& prefix, const DsaIndexerSpec& spec);
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size, std::optional<DType> kv_dtype);
-  // Writes the new tokens' keys and returns the positions each attends to: [ctx.num_tokens, top_k] int32
-  // (a view of scratch.selected). x: [ctx.num_tokens, hidden], the layer's normed input.
+  // Writes the new tokens' keys and returns the cache positions each attends to: [ctx.num_tokens, top_k]
+  // int32 (a view of scratch.selected), for chains and draft trees (ctx.tree_mask) alike.
+  // x: [ctx.num_tokens, hidden], the layer's normed input.
   Tensor select(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, DsaScratch& scratch) const;
   // [num_blocks, block_size, 1, dim]
   const Tensor& cache() const { return cache_.view; }

@@ -21,10 +21,20 @@ std::vector<float> take_rows(const std::vector<float>& w, int64_t blocks, int64_
   return out;
 }
 
-Expected<Linear> upload_weight(WeightLoader& loader, const std::vector<float>& w, int64_t out_features, int64_t in_features) {
+// A Linear from host rows, with a bias when `bias` is not empty.
+Expected<Linear> upload_linear(WeightLoader& loader, const std::vector<float>& w, const std::vector<float>& bias,
+                               int64_t out_features, int64_t in_features) {
   Linear l;
   DRIFT_ASSIGN_OR_RETURN(l.weight, loader.upload(w, {out_features, in_features}));
+  if (!bias.empty()) {
+    DRIFT_ASSIGN_OR_RETURN(l.bias, loader.upload(bias, {out_features}));
+  }
   return l;
+}
+
+// Rows `rows` of each head's block of a bias, or nothing without one.
+std::vector<float> take_bias(const std::vector<float>& b, int64_t heads, int64_t head_dim, const std::vector<int64_t>& rows) {
+  return b.empty() ? b : take_rows(b, heads, head_dim, rows, 1);
 }
 
 // Per query head, its group's block of an up-projection [G * rows, cols], transposed when asked:
@@ -42,6 +52,28 @@ std::vector<float> per_head(const std::vector<float>& up, const MlaLiteSpec& s, 
   return out;
 }
 
+// o_proj with V's bias folded into its bias: b_o + W_o b_v, b_v repeated over the query heads of each KV
+// group. Exact: a query's softmax weights sum to 1, so head h's output is W_v_up (sum_s p_s c_s) + b_v.
+Expected<Linear> load_o_proj_with_v_bias(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s) {
+  const int64_t h = s.num_heads, d = s.head_dim, hidden = s.hidden, per_group = s.num_heads / s.num_kv_heads;
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> v_b, loader.read_host(prefix + ".v_proj.bias", {s.num_kv_heads * d}));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> o_w, loader.read_host(prefix + ".o_proj.weight", {hidden, h * d}));
+  std::vector<float> o_b(size_t(hidden), 0.0f);
+  if (s.o_bias) {
+    DRIFT_ASSIGN_OR_RETURN(o_b, loader.read_host(prefix + ".o_proj.bias", {hidden}));
+  }
+  for (int64_t i = 0; i < hidden; ++i) {
+    double sum = o_b[size_t(i)];
+    for (int64_t head = 0; head < h; ++head) {
+      const float* row = o_w.data() + i * h * d + head * d;
+      const float* bias = v_b.data() + (head / per_group) * d;
+      for (int64_t j = 0; j < d; ++j) sum += double(row[j]) * bias[j];
+    }
+    o_b[size_t(i)] = float(sum);
+  }
+  return upload_linear(loader, o_w, o_b, hidden, h * d);
+}
+
 }  // namespace
 
 MlaLiteSpec mla_lite_spec(const weights::ModelConfig& c) {
@@ -55,6 +87,7 @@ MlaLiteSpec mla_lite_spec(const weights::ModelConfig& c) {
   s.rope_freqs = m.rope_freqs;
   s.rotary_dim = c.rope.rotary_dim;
   s.interleaved = c.rope.interleaved;
+  s.qkv_bias = c.attention_bias;
   s.o_bias = c.attention_out_bias;
   s.softmax_scale = float(1.0 / std::sqrt(double(c.head_dim)));
   return s;
@@ -101,14 +134,25 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   const int64_t r = spec.rope_dim(), nope = spec.nope_dim(), rank = spec.rank;
   const RopeFeatureSplit split = rope_feature_split(spec);
 
+  // q/k/v biases (Qwen2): q's and the kept K features' stay on their projections; the bias of K's nope
+  // features adds q_nope . b to every score of a query head alike, which the softmax cancels, so it is not
+  // read; V's is folded into o_proj (load_o_proj_with_v_bias). Exact at full rank, as without biases.
+  std::vector<float> q_b, k_b;
+  if (spec.qkv_bias) {
+    DRIFT_ASSIGN_OR_RETURN(q_b, loader.read_host(prefix + ".q_proj.bias", {h * d}));
+    DRIFT_ASSIGN_OR_RETURN(k_b, loader.read_host(prefix + ".k_proj.bias", {g * d}));
+  }
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(prefix + ".q_proj.weight", {h * d, hidden}));
-  DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_weight(loader, take_rows(q_w, h, d, split.nope, hidden), h * nope, hidden));
-  DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_weight(loader, take_rows(q_w, h, d, split.rope, hidden), h * r, hidden));
+  DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, take_rows(q_w, h, d, split.nope, hidden),
+                                                       take_bias(q_b, h, d, split.nope), h * nope, hidden));
+  DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, take_rows(q_w, h, d, split.rope, hidden),
+                                                       take_bias(q_b, h, d, split.rope), h * r, hidden));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_w, loader.read_host(prefix + ".k_proj.weight", {g * d, hidden}));
-  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_weight(loader, take_rows(k_w, g, d, split.rope, hidden), g * r, hidden));
+  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_linear(loader, take_rows(k_w, g, d, split.rope, hidden),
+                                                       take_bias(k_b, g, d, split.rope), g * r, hidden));
 
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> down, loader.read_host(prefix + "." + weights::kMlaLiteKvDown, {rank, hidden}));
-  DRIFT_ASSIGN_OR_RETURN(a.kv_down_, upload_weight(loader, down, rank, hidden));
+  DRIFT_ASSIGN_OR_RETURN(a.kv_down_, upload_linear(loader, down, {}, rank, hidden));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_up, loader.read_host(prefix + "." + weights::kMlaLiteKUp, {g * nope, rank}));
   DRIFT_ASSIGN_OR_RETURN(a.w_uk_t_, loader.upload(per_head(k_up, spec, nope, rank, true), {h, rank, nope}));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> v_up, loader.read_host(prefix + "." + weights::kMlaLiteVUp, {g * d, rank}));
@@ -119,7 +163,11 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
     for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + (head / (h / g)) * r + i) * r + i)] = 1.0f;
   DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, g * r, r}));
 
-  DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", hidden, h * d, spec.o_bias));
+  if (spec.qkv_bias) {
+    DRIFT_ASSIGN_OR_RETURN(a.o_proj_, load_o_proj_with_v_bias(loader, prefix, spec));
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", hidden, h * d, spec.o_bias));
+  }
   return a;
 }
 

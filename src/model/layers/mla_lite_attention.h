@@ -34,6 +34,7 @@ struct MlaLiteSpec {
   std::vector<int32_t> rope_freqs;  // kept frequency indices, in the order of the rope table's columns
   int64_t rotary_dim = 0;           // the model's RoPE width per head
   bool interleaved = false;         // the model's RoPE pairs (2i, 2i+1) rather than halves
+  bool qkv_bias = false;            // the model's q/k/v biases (attention_bias), carried as load() says
   bool o_bias = false;
   float softmax_scale = 0.0f;       // the model's head_dim^-0.5: the scores are the GQA scores
   backend::RopeParams rope;         // over the rope_dim kept features, from a table of the kept frequencies
@@ -67,8 +68,9 @@ struct MlaLiteScratch {
 
 class MlaLiteAttention {
  public:
-  // Reads q_proj, k_proj (its kept RoPE rows) and o_proj under `prefix`, and the retrofit's kv_down, k_up
-  // and v_up; lays out the absorbed per-head matrices.
+  // Reads q_proj, k_proj (its kept RoPE rows) and o_proj under `prefix`, with q/k/v biases when the model
+  // has them (v's folded into o_proj's bias), and the retrofit's kv_down, k_up and v_up; lays out the
+  // absorbed per-head matrices.
   static Expected<MlaLiteAttention> load(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& spec);
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size, std::optional<DType> kv_dtype);
   // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, hidden]; selected as GqaAttention::forward.
