@@ -320,9 +320,11 @@ class ModelBench {
  public:
   // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none; `expert_parallel`:
   // their routed experts placed whole instead of split by width.
+  // `kv_dtype`: the KV cache's element type (BF16, or F8E4M3 with a scale per row).
   ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
-             int max_prefill, bool fast_loader, model::RankBackends ranks = {}, bool expert_parallel = false)
-      : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
+             int max_prefill, bool fast_loader, model::RankBackends ranks = {}, bool expert_parallel = false,
+             DType kv_dtype = DType::kBF16)
+      : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen), kv_dtype_(kv_dtype) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
     model::LoadOptions lo;
@@ -332,6 +334,7 @@ class ModelBench {
     lo.random_weights = !fast_loader;
     lo.seed = 7;
     lo.expert_parallel = expert_parallel && s.moe();
+    lo.kv_dtype = kv_dtype;
     if (fast_loader) write_random_checkpoint(s, dir);
     const double t_write = seconds_since(t0);
     auto config = weights::load_model_config(dir);
@@ -346,13 +349,15 @@ class ModelBench {
     std::filesystem::remove_all(dir);
     std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", s.name.c_str(),
                 double(model_->num_parameters()) * 1e-9, t_write, seconds_since(t0) - t_write);
-    num_kv_groups_ = model_->kv_specs(DType::kBF16).size();
+    num_kv_groups_ = model_->kv_specs(kv_dtype).size();
+    print_pool_fit(prompt + gen);
     blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
     runner::RunnerConfig rc;
     rc.max_num_tokens = std::max(max_prefill, 1024);
     rc.max_num_seqs = max_batch;
     rc.cuda_graphs = graphs_allowed_;
     rc.block_size = kBlockSize;
+    rc.kv_dtype = kv_dtype;
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch;
     // The same block ids in every group's pool (group_tables): each pool as large as the full one.
@@ -540,12 +545,24 @@ class ModelBench {
 
   Row decode_limits(int batch, double step_t) const {
     const double avg_context = prompt_ + (gen_ + 1) / 2.0;
-    const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(DType::kBF16));
+    const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(kv_dtype_));
     const double flops = 2.0 * batch * (costs_.macs_per_token + costs_.lm_head_macs) +
                          batch * avg_context * costs_.attention_flops_per_key;
     const double bytes_t = (costs_.weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
     return {s_.name, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
             bytes_t >= flops_t ? "bytes" : "bf16 FLOPs"};
+  }
+
+  // How many sequences of `tokens` the memory left after the weights holds in this KV dtype and in BF16
+  // (a pool of 90% of it, before the bench allocates its own).
+  void print_pool_fit(int tokens) const {
+    const double pool = 0.9 * double(ops_.free_memory_bytes());
+    const auto fit = [&](DType t) { return int64_t(pool / (double(model_->kv_bytes_per_token(t)) * tokens)); };
+    std::printf("  KV cache %s: %lld bytes a token; %lld sequences of %d tokens fit %.1f GiB (BF16: %lld bytes a "
+                "token, %lld sequences)\n",
+                std::string(dtype_name(kv_dtype_)).c_str(), (long long)model_->kv_bytes_per_token(kv_dtype_),
+                (long long)fit(kv_dtype_), tokens, pool / double(1 << 30),
+                (long long)model_->kv_bytes_per_token(DType::kBF16), (long long)fit(DType::kBF16));
   }
 
   static std::vector<int32_t> blocks(int first, int n) {
@@ -565,7 +582,9 @@ class ModelBench {
   const Shape& s_;
   backend::CudaOps& ops_;
   Ceilings ceil_;
-  int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
+  int prompt_, gen_;
+  DType kv_dtype_;
+  int max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
   size_t num_kv_groups_ = 1;
   StepCosts costs_;
   std::unique_ptr<model::Model> model_;
@@ -634,6 +653,10 @@ int run(int argc, char** argv) {
   app.add_option("--tensor-parallel", tensor_parallel,
                  "split each model over GPUs 0..N-1 (NCCL); decode rows run eager, and the all-reduce time per step is printed")
       ->check(CLI::Range(1, 8));
+  std::string kv_cache_dtype = "bf16";
+  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 "KV cache element type: bf16, or fp8 (e4m3 with an fp32 scale per token and kv head)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   bool expert_parallel = false;
   app.add_flag("--expert-parallel", expert_parallel,
                "with --tensor-parallel: the MoE shapes' routed experts placed whole over the GPUs (dense shapes ignore it)");
@@ -668,10 +691,10 @@ int run(int argc, char** argv) {
   // The table, written again after each model so that a run cut short still leaves what it measured.
   auto write_table = [&] {
     std::string table = fmt::format(
-        "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {}\n\n"
+        "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {} | KV {}\n\n"
         "| model | workload | Drift tok/s | ms/step | limit tok/s | limited by | Drift/limit | llama.cpp H100 |\n"
         "|---|---|---:|---:|---:|---|---:|---:|\n",
-        prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, prompt, gen);
+        prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, prompt, gen, kv_cache_dtype);
     for (const Row& r : rows) {
       const auto peer = kPeers.find(r.model + "/" + r.workload);
       table += fmt::format("| {} | {} | {:.1f} | {:.3f} | {:.1f} | {} | {:.0f}% | {} |\n", r.model, r.workload, r.tok_s,
@@ -702,7 +725,7 @@ int run(int argc, char** argv) {
       print_all_reduce(s, ranks, batches);
     }
     ModelBench b(s, ops, ceil, prompt, gen, max_batch, max_prefill, loader == "fast", std::move(ranks),
-                 expert_parallel);
+                 expert_parallel, kv_cache_dtype == "fp8" ? DType::kF8E4M3 : DType::kBF16);
     for (int n : prefills) {
       rows.push_back(b.prefill(n));
       std::printf("  %-10s %9.1f tok/s\n", rows.back().workload.c_str(), rows.back().tok_s);
