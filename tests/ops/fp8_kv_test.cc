@@ -45,7 +45,7 @@ TEST_F(Fp8KvTest, WriteKvGivesTheCpuCodesAndScales) {
   slot_mapping.erase(std::unique(slot_mapping.begin(), slot_mapping.end()), slot_mapping.end());
   slot_mapping.resize(size_t(tokens), -1);
   std::vector<float> rows = random_values(tokens * stride, 2.0f);
-  rows[5] = 0.0f;  // a token's whole row of zeros below gets scale 0
+  // Token 2's K head 0 is all zeros: scale 0 and zero codes on both backends.
   for (int64_t i = 0; i < d; ++i) rows[size_t(2 * stride + hk * d + i)] = 0.0f;
 
   struct Written {
