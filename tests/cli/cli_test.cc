@@ -112,6 +112,16 @@ TEST(PublicApi, InspectReportsTheKvGroupsOfTheLayerPlan) {
   EXPECT_NE(r.out.find("kv group       sliding"), std::string::npos) << r.out;
 }
 
+// FP8 KV counts its scales: the llama fixture (head_dim 16) takes 16 + 4 bytes a K or V row against
+// BF16's 32, and full multi-head attention's figure follows the same rule.
+TEST(PublicApi, InspectCountsFp8Scales) {
+  auto bf16 = inspect_model(fixture("llama"), "bf16");
+  auto fp8 = inspect_model(fixture("llama"), "fp8");
+  ASSERT_TRUE(bf16.ok() && fp8.ok());
+  EXPECT_EQ(fp8->kv_bytes_per_token * 32, bf16->kv_bytes_per_token * 20);
+  EXPECT_EQ(fp8->mha_kv_bytes_per_token * 32, bf16->mha_kv_bytes_per_token * 20);
+}
+
 // GPT-OSS-20B from its config.json alone: at 32k context its sliding layers hold 128 tokens of window plus
 // one step, so the cache is at most 55% of what full attention on every layer would hold.
 TEST(PublicApi, InspectShowsTheSlidingWindowSavingFromAConfigAlone) {
