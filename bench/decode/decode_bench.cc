@@ -322,11 +322,11 @@ class ModelBench {
   // `ranks`: GPUs besides `ops` the model is split over (tensor parallelism), or none; `expert_parallel`:
   // their routed experts placed whole instead of split by width.
   // `retrofit`: MLA-lite and/or DSA-lite of that geometry loaded with the model (random weights), or the
-  // original model.
+  // original model. `kv_dtype`: the KV cache's element type (BF16, or F8E4M3 with a scale per row).
   ModelBench(const Shape& s, backend::CudaOps& ops, const Ceilings& ceil, int prompt, int gen, int max_batch,
              int max_prefill, bool fast_loader, model::RankBackends ranks = {}, bool expert_parallel = false,
-             const RetrofitVariant& retrofit = {})
-      : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen) {
+             const RetrofitVariant& retrofit = {}, DType kv_dtype = DType::kBF16)
+      : s_(s), ops_(ops), ceil_(ceil), prompt_(prompt), gen_(gen), kv_dtype_(kv_dtype) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = write_config(s);
     model::LoadOptions lo;
@@ -341,6 +341,7 @@ class ModelBench {
     lo.random_weights = !fast_loader;
     lo.seed = 7;
     lo.expert_parallel = expert_parallel && s.moe();
+    lo.kv_dtype = kv_dtype;
     if (fast_loader) write_random_checkpoint(s, dir);
     const double t_write = seconds_since(t0);
     auto config = weights::load_model_config(dir);
@@ -355,7 +356,8 @@ class ModelBench {
     std::filesystem::remove_all(dir);
     std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", name_.c_str(),
                 double(model_->num_parameters()) * 1e-9, t_write, seconds_since(t0) - t_write);
-    num_kv_groups_ = model_->kv_specs(DType::kBF16).size();
+    num_kv_groups_ = model_->kv_specs(kv_dtype).size();
+    print_pool_fit(prompt + gen);
     blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
     max_batch_ = fitting_batch(max_batch);
     runner::RunnerConfig rc;
@@ -363,6 +365,7 @@ class ModelBench {
     rc.max_num_seqs = max_batch_;
     rc.cuda_graphs = graphs_allowed_;
     rc.block_size = kBlockSize;
+    rc.kv_dtype = kv_dtype;
     rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch_;
     // The same block ids in every group's pool (group_tables): each pool as large as the full one.
@@ -555,15 +558,15 @@ class ModelBench {
   }
 
   // The largest batch up to `wanted` whose KV (every group, prompt + gen tokens each, plus a prefill
-  // sequence) fits beside the weights with 3 GiB left for step buffers; says so when it is smaller.
+  // sequence) fits beside the weights with 3 GiB left for step buffers (print_pool_fit gives the pool's
+  // own count); says so when it is smaller.
   int fitting_batch(int wanted) const {
-    const double per_seq = double(blocks_per_seq_) * kBlockSize * double(model_->kv_bytes_per_token(DType::kBF16));
+    const double per_seq = double(blocks_per_seq_) * kBlockSize * double(model_->kv_bytes_per_token(kv_dtype_));
     const double room = double(ops_.free_memory_bytes()) - 3.0 * double(1ull << 30) - per_seq;
     const int fits = int(std::max(0.0, std::floor(room / per_seq)));
-    std::printf("  KV per sequence of %d tokens: %.2f GiB; sequences that fit beside the weights: %d\n",
-                blocks_per_seq_ * kBlockSize, per_seq / double(1ull << 30), fits);
     if (fits < wanted)
-      std::printf("  batches over %d do not fit on this GPU and are skipped\n", fits);
+      std::printf("  batches over %d do not fit on this GPU (%.2f GiB of KV a sequence) and are skipped\n", fits,
+                  per_seq / double(1ull << 30));
     return std::max(1, std::min(wanted, fits));
   }
 
@@ -581,12 +584,24 @@ class ModelBench {
 
   Row decode_limits(int batch, double step_t) const {
     const double avg_context = prompt_ + (gen_ + 1) / 2.0;
-    const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(DType::kBF16));
+    const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(kv_dtype_));
     const double flops = 2.0 * batch * (costs_.macs_per_token + costs_.lm_head_macs) +
                          batch * avg_context * costs_.attention_flops_per_key;
     const double bytes_t = (costs_.weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
     return {name_, "", batch / step_t, step_t * 1e3, batch / std::max(bytes_t, flops_t),
             bytes_t >= flops_t ? "bytes" : "bf16 FLOPs"};
+  }
+
+  // How many sequences of `tokens` the memory left after the weights holds in this KV dtype and in BF16
+  // (a pool of 90% of it, before the bench allocates its own).
+  void print_pool_fit(int tokens) const {
+    const double pool = 0.9 * double(ops_.free_memory_bytes());
+    const auto fit = [&](DType t) { return int64_t(pool / (double(model_->kv_bytes_per_token(t)) * tokens)); };
+    std::printf("  KV cache %s: %lld bytes a token; %lld sequences of %d tokens fit %.1f GiB (BF16: %lld bytes a "
+                "token, %lld sequences)\n",
+                std::string(dtype_name(kv_dtype_)).c_str(), (long long)model_->kv_bytes_per_token(kv_dtype_),
+                (long long)fit(kv_dtype_), tokens, pool / double(1 << 30),
+                (long long)model_->kv_bytes_per_token(DType::kBF16), (long long)fit(DType::kBF16));
   }
 
   static std::vector<int32_t> blocks(int first, int n) {
@@ -608,7 +623,9 @@ class ModelBench {
   int max_batch_ = 1;
   backend::CudaOps& ops_;
   Ceilings ceil_;
-  int prompt_, gen_, max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
+  int prompt_, gen_;
+  DType kv_dtype_;
+  int max_tokens_ = 0, blocks_per_seq_ = 0, prefill_first_block_ = 0, pool_blocks_ = 0;
   size_t num_kv_groups_ = 1;
   StepCosts costs_;
   std::unique_ptr<model::Model> model_;
@@ -655,6 +672,7 @@ struct Options {
   int eagle_depth = 7, eagle_top_k = 8;
   int tensor_parallel = 1;
   bool expert_parallel = false;
+  std::string kv_cache_dtype = "bf16";
   std::vector<std::string> retrofits{"original"};
   // Issue 16's geometry at the 8B shape: the trained default model's latent fraction (48 of 256 values)
   // and RoPE frequencies kept (1 in 8), DSA-lite's indexer as trained (4 heads x 32) with top-2048.
@@ -683,6 +701,9 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--tensor-parallel", o.tensor_parallel,
                  "split each model over GPUs 0..N-1 (NCCL); decode rows run eager, and the all-reduce time per step is printed")
       ->check(CLI::Range(1, 8));
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype,
+                 "KV cache element type: bf16, or fp8 (e4m3 with an fp32 scale per token and kv head)")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   app.add_flag("--expert-parallel", o.expert_parallel,
                "with --tensor-parallel: the MoE shapes' routed experts placed whole over the GPUs (dense shapes ignore it)");
   app.add_option("--retrofit", o.retrofits, "variants of the Llama shapes: original, mla-lite, dsa-lite, both");
@@ -756,10 +777,10 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
 std::string format_table(const cudaDeviceProp& prop, const Ceilings& ceil, const Options& o, const std::vector<Row>& rows,
                          const std::vector<RoofRow>& roof_rows) {
   std::string table = fmt::format(
-      "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {}\n\n"
+      "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | prompt {} gen {} | KV {}\n\n"
       "| model | workload | Drift tok/s | ms/step | limit tok/s | limited by | Drift/limit | llama.cpp H100 |\n"
       "|---|---|---:|---:|---:|---|---:|---:|\n",
-      prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, o.prompt, o.gen);
+      prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12, o.prompt, o.gen, o.kv_cache_dtype);
   for (const Row& r : rows) {
     const auto peer = kPeers.find(r.model + "/" + r.workload);
     table += fmt::format("| {} | {} | {:.1f} | {:.3f} | {:.1f} | {} | {:.0f}% | {} |\n", r.model, r.workload, r.tok_s,
@@ -827,7 +848,7 @@ int run(int argc, char** argv) {
         print_all_reduce(s, ranks, o.batches);
       }
       ModelBench b(s, ops, ceil, o.prompt, o.gen, max_batch, max_prefill, o.loader == "fast", std::move(ranks),
-                   o.expert_parallel, retrofit);
+                   o.expert_parallel, retrofit, o.kv_cache_dtype == "fp8" ? DType::kF8E4M3 : DType::kBF16);
       bench_model(b, s, o, ops, rows);
       format_table(prop, ceil, o, rows, roof_rows);  // written after each model: a run cut short keeps it
       std::fflush(stdout);

@@ -48,6 +48,10 @@ struct PagedAttentionParams {
   // [num_blocks, block_size, num_kv_heads, head_dim_v]; undefined for MLA's shared K=V latent, where V is
   // the first head_dim_v (= out.size(2)) features of each k_cache row (FlashMLA's dv).
   Tensor v_cache;
+  // With an F8E4M3 cache (else undefined): fp32 scales, one per cached (token, kv head) row; a cached value
+  // is f8e4m3_to_f32(code) * scale of its row (WriteKvParams). v_scale is undefined with the shared latent.
+  Tensor k_scale;       // [num_blocks, block_size, num_kv_heads] fp32
+  Tensor v_scale;       // [num_blocks, block_size, num_kv_heads] fp32
   Tensor out;           // [num_tokens, num_heads, head_dim_v]
   Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32; entry b holds positions [b*block_size, (b+1)*block_size)
   Tensor query_start;   // [num_seqs + 1] int32: new tokens of sequence s are rows [query_start[s], query_start[s+1])
@@ -105,12 +109,19 @@ struct SparseAttentionParams {
 };
 
 // Writes k/v rows into the cache at slot_mapping[t] = block * block_size + offset (negative: skip).
+// An F8E4M3 cache stores each (token, head) row r as e4m3 codes of r / s with s = amax(|r|) / 448 in fp32,
+// rounded to nearest even (f32_row_to_f8e4m3 in base/dtype.h is the rule), and s in the scale tensor
+// beside it: no calibration, and every row uses the whole e4m3 range. MLA's latent row [latent | rope key]
+// shares one scale (measured: bits per byte of models/drift-mla-14m +0.06% against BF16 KV, so no
+// per-group scales).
 struct WriteKvParams {
   Tensor k;             // [T, Hk, D]; MLA passes its [T, 1, L + R] latent rows here
   Tensor v;             // [T, Hk, Dv], or undefined with v_cache (MLA's shared K=V latent)
   Tensor slot_mapping;  // [T] int32
   Tensor k_cache;       // [num_blocks, block_size, Hk, D]
   Tensor v_cache;       // [num_blocks, block_size, Hk, Dv] or undefined
+  Tensor k_scale;       // [num_blocks, block_size, Hk] fp32 with an F8E4M3 cache, else undefined
+  Tensor v_scale;       // [num_blocks, block_size, Hk] fp32 with an F8E4M3 v_cache, else undefined
   // Elements between consecutive tokens' rows of k and of v; 0: packed (a row is Hk * D). Rows of a fused
   // q/k/v projection output are read in place.
   int64_t k_row_stride = 0, v_row_stride = 0;

@@ -85,6 +85,32 @@ float f8e4m3_to_f32(uint8_t v) {
   return sign * std::ldexp(float(8 + mant), exp - 10);
 }
 
+uint8_t f32_to_f8e4m3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  if (std::isnan(f)) return sign | 0x7f;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return sign | 0x7e;
+  // Subnormals are multiples of 2^-9; a normal value keeps 3 bits below its leading one.
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const int quantum = a < 0.015625f ? -9 : e - 4;
+  const float q = std::ldexp(std::nearbyint(std::ldexp(a, -quantum)), quantum);  // nearbyint: ties to even
+  if (q > 448.0f) return sign | 0x7e;
+  // Codes 0..8 are q / 2^-9 (code 8 is 2^-6, the smallest normal: exponent 1, mantissa 0).
+  if (q < 0.015625f) return sign | uint8_t(std::ldexp(q, 9));
+  std::frexp(q, &e);
+  const int mant = int(std::ldexp(q, 4 - e)) - 8;  // the significand as 8..15
+  return sign | uint8_t((e + 6) << 3) | uint8_t(mant);
+}
+
+float f32_row_to_f8e4m3(const float* x, int64_t n, uint8_t* out) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  const float scale = amax / 448.0f;
+  for (int64_t i = 0; i < n; ++i) out[i] = scale > 0.0f ? f32_to_f8e4m3(x[i] / scale) : uint8_t(0);
+  return scale;
+}
+
 float f8e5m2_to_f32(uint8_t v) { return f16_to_f32(uint16_t(v) << 8); }
 
 void convert_to_f32(const void* src, DType src_type, float* dst, size_t n) {

@@ -38,6 +38,14 @@ inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float f8e4m3_to_f32(uint8_t v);
+// e4m3fn (OCP FP8, as the KV cache and FP8 checkpoints store it): round to nearest even, finite values and
+// infinities beyond +-448 saturate to +-448 (0x7e / 0xfe, as CUDA's __NV_SATFINITE), NaN stays NaN (0x7f /
+// 0xff). Values below the smallest subnormal (2^-9) round to a signed zero.
+uint8_t f32_to_f8e4m3(float f);
+// An FP8 KV cache row: scale = amax(|x|) / 448 (fp32 division), out[i] = f32_to_f8e4m3(x[i] / scale), so
+// the row's largest value lands on +-448 and x[i] ~ f8e4m3_to_f32(out[i]) * scale. Returns the scale; a
+// row of zeros gets scale 0 and zero codes. NaNs are skipped by the amax (fmax) and stay NaN.
+float f32_row_to_f8e4m3(const float* x, int64_t n, uint8_t* out);
 float f8e5m2_to_f32(uint8_t v);
 
 // Converts `n` elements of type `src_type` at `src` to fp32 (floats and integers).

@@ -76,6 +76,9 @@ Status check_specpv(const EngineConfig& config) {
   if (config.tensor_parallel > 1)
     return unsupported(fmt::format("SpecPV scores one rank's queries; it does not run with tensor_parallel {}",
                                    config.tensor_parallel));
+  // The block bounds read F32 or BF16 keys (spec/block_bounds.h), not FP8 codes with their scales.
+  if (Expected<DType> kv = parse_kv_cache_dtype(config.kv_cache_dtype, DType::kF32); kv.ok() && *kv == DType::kF8E4M3)
+    return unsupported("SpecPV scores blocks from F32 or BF16 keys; it does not run with --kv-cache-dtype fp8");
   if (pv.score != "quest" && pv.score != "specpv")
     return invalid_argument(fmt::format("specpv score must be quest or specpv, got '{}'", pv.score));
   if (pv.refresh < 1 || pv.sink < 0 || pv.retrieval < 0 || pv.window < 0 || pv.buffer < 0)

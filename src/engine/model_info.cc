@@ -67,8 +67,11 @@ Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::strin
     info.kv_bytes_per_token += bytes;
   }
   const int64_t value_head_dim = c.mla ? c.mla->v_head_dim : c.head_dim;
+  // FP8 rows carry an fp32 scale each (KvSpec): one per head for K and for V.
+  const int64_t scale_bytes = kv_dtype == DType::kF8E4M3 ? 2 * c.num_heads * 4 : 0;
   info.mha_kv_bytes_per_token =
-      (c.num_heads * c.head_dim + c.num_heads * value_head_dim) * c.num_layers * int64_t(dtype_size(kv_dtype));
+      ((c.num_heads * c.head_dim + c.num_heads * value_head_dim) * int64_t(dtype_size(kv_dtype)) + scale_bytes) *
+      c.num_layers;
   return info;
 }
 

@@ -104,8 +104,8 @@ class DecoderModel final : public Model {
     for (size_t i = 0; i < layers_.size(); ++i) {
       const KvRowMoves& moves = groups[size_t(plan_.layers[i].kv_group)];
       if (layers_[i].gqa) layers_[i].gqa->move_kv(*ops_, moves, move_scratch_.view);
-      if (layers_[i].mla) move_cache_rows(*ops_, layers_[i].mla->cache(), moves, move_scratch_.view);
-      if (layers_[i].mla_lite) move_cache_rows(*ops_, layers_[i].mla_lite->cache(), moves, move_scratch_.view);
+      if (layers_[i].mla) layers_[i].mla->cache().move_rows(*ops_, moves, move_scratch_.view);
+      if (layers_[i].mla_lite) layers_[i].mla_lite->cache().move_rows(*ops_, moves, move_scratch_.view);
       if (layers_[i].indexer)
         move_cache_rows(*ops_, layers_[i].indexer->cache(), groups[size_t(plan_.layers[i].index_group)],
                         move_scratch_.view);

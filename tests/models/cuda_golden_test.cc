@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -89,16 +90,22 @@ struct CudaFixture {
 
 class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
+  void SetUp() override { load(std::nullopt); }
+
+  // The fixture on both backends, each KV cache in kv_dtype (unset: its compute dtype).
+  void load(std::optional<DType> kv_dtype) {
     if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    f_.golden = load_fixture(GetParam());
+    f_.golden = load_fixture(GetParam(), 16, 64, kv_dtype);
     auto ops = backend::make_cuda_ops();
     ASSERT_TRUE(ops.ok()) << ops.status().to_string();
     f_.ops = std::move(ops).value();
-    auto m = model::load_model(f_.golden.dir, *f_.ops);
+    model::LoadOptions load;
+    load.kv_dtype = kv_dtype;
+    auto m = model::load_model(f_.golden.dir, *f_.ops, load);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
     f_.model = std::move(m).value();
     runner::RunnerConfig rc;
+    rc.kv_dtype = kv_dtype;
     rc.block_size = 16;
     rc.num_blocks.assign(f_.model->kv_specs(DType::kBF16).size(), 64);
     rc.max_num_tokens = 512;
@@ -108,6 +115,23 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
   }
 
   double tolerance() const { return kTolerance * (f_.model->config().moe ? kMoeFactor : 1.0); }
+
+  // Each golden prompt in one step: its logits within `limit` of transformers' (labelled in the log).
+  void expect_prompt_logits(double limit, const char* label) {
+    const int64_t vocab = f_.model->vocab_size();
+    for (const GoldenPrompt& p : f_.golden.prompts) {
+      const auto blocks = block_tables(16);
+      runner::SeqStep step{p.ids, 0, int32_t(p.ids.size()), blocks, false, true};
+      auto logits = f_.runner->step({&step, 1});
+      ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+      ASSERT_EQ(logits->size(), p.ids.size() * size_t(vocab));
+      const GoldenError e = golden_error(logits->data(), p, vocab);
+      EXPECT_LE(e.error, limit) << "prompt of " << p.ids.size() << " tokens, worst row " << e.worst_row;
+      std::printf("[ %s ] %s prompt %zu tokens: max error %.2e (row %zu) of the largest logit %.3f, %zu rows "
+                  "set aside as router near-ties\n",
+                  label, GetParam().c_str(), p.ids.size(), e.error, e.worst_row, max_abs(p.logits), e.tied_rows);
+    }
+  }
   double self_tolerance() const { return kSelfTolerance * (f_.model->config().moe ? kMoeFactor : 1.0); }
 
   std::vector<std::vector<int32_t>> block_tables(int32_t n, int32_t first = 0) const {
@@ -117,21 +141,7 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
   CudaFixture f_;
 };
 
-TEST_P(CudaGoldenTest, PromptLogitsMatchTransformers) {
-  const int64_t vocab = f_.model->vocab_size();
-  for (const GoldenPrompt& p : f_.golden.prompts) {
-    const auto blocks = block_tables(16);
-    runner::SeqStep step{p.ids, 0, int32_t(p.ids.size()), blocks, false, true};
-    auto logits = f_.runner->step({&step, 1});
-    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
-    ASSERT_EQ(logits->size(), p.ids.size() * size_t(vocab));
-    const GoldenError e = golden_error(logits->data(), p, vocab);
-    EXPECT_LE(e.error, tolerance()) << "prompt of " << p.ids.size() << " tokens, worst row " << e.worst_row;
-    std::printf("[ cuda     ] %s prompt %zu tokens: max error %.2e (row %zu) of the largest logit %.3f, %zu rows "
-                "set aside as router near-ties\n",
-                GetParam().c_str(), p.ids.size(), e.error, e.worst_row, max_abs(p.logits), e.tied_rows);
-  }
-}
+TEST_P(CudaGoldenTest, PromptLogitsMatchTransformers) { expect_prompt_logits(tolerance(), "cuda    "); }
 
 TEST_P(CudaGoldenTest, GreedyContinuationMatchesTransformers) {
   for (const GoldenPrompt& p : f_.golden.prompts) {
@@ -277,6 +287,55 @@ TEST_P(CudaGoldenTest, DraftTreeMatchesTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "gpt_oss",
                                                                    "deepseek_v2", "deepseek_v3", "youtu"),
+                         [](const ::testing::TestParamInfo<std::string>& test) {
+                           std::string n = test.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// FP8 KV on CUDA (the dense GQA fixtures: the latent kernels refuse FP8, and GPT-OSS's near-tie routing
+// flips under KV rounding). The CPU's own FP8 logits stay within 10% of the goldens on these random-weight
+// fixtures (golden_test.cc: 2.5-8.7% measured), so against the goldens the tolerance is that plus the bf16
+// one (13%). Against the CPU's FP8 run the two caches hold the same codes except where bf16 activations
+// moved a value across an e4m3 rounding boundary: twice the bf16 tolerance (6%), prompt steps (prefill
+// kernel) and decode steps (split-KV kernel) alike. Both are first estimates: the errors print.
+constexpr double kFp8KvTolerance = 0.1;
+
+class CudaFp8GoldenTest : public CudaGoldenTest {
+ protected:
+  void SetUp() override { load(DType::kF8E4M3); }
+};
+
+TEST_P(CudaFp8GoldenTest, PromptLogitsMatchTransformers) { expect_prompt_logits(tolerance() + kFp8KvTolerance, "cuda fp8"); }
+
+TEST_P(CudaFp8GoldenTest, PrefillAndDecodeStepsMatchTheCpuFp8Cache) {
+  const GoldenPrompt& p = f_.golden.prompts.back();
+  const auto blocks = block_tables(16);
+  auto run = [&](runner::ModelRunner& r) {
+    std::vector<float> all;
+    std::vector<int32_t> tokens = p.ids;
+    int32_t num_computed = 0;
+    for (int i = 0; i < 5; ++i) {  // the prompt, then four decode steps of the golden continuation
+      runner::SeqStep step{tokens, num_computed, int32_t(tokens.size()) - num_computed, blocks, true, false};
+      auto logits = r.step({&step, 1});
+      EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+      if (!logits.ok()) break;
+      all.insert(all.end(), logits->begin(), logits->end());
+      num_computed = int32_t(tokens.size());
+      tokens.push_back(p.greedy[size_t(i) % p.greedy.size()]);
+    }
+    return all;
+  };
+  const auto cpu = run(*f_.golden.runner);
+  const auto gpu = run(*f_.runner);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  ASSERT_FALSE(cpu.empty());
+  const double error = relative_max_error(gpu.data(), cpu.data(), cpu.size());
+  EXPECT_LE(error, 2.0 * tolerance()) << GetParam();
+  std::printf("[ cuda fp8 ] %s prompt + 4 decode steps vs the cpu fp8 cache: max error %.2e\n", GetParam().c_str(), error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CudaFp8GoldenTest, ::testing::Values("llama", "llama-bias", "qwen2", "qwen3"),
                          [](const ::testing::TestParamInfo<std::string>& test) {
                            std::string n = test.param;
                            std::replace(n.begin(), n.end(), '-', '_');

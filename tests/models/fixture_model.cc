@@ -14,16 +14,20 @@ namespace drift::testing {
 
 std::string fixture_dir(const std::string& name) { return std::string(DRIFT_FIXTURES_DIR) + "/models/" + name; }
 
-FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t num_blocks) {
+FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t num_blocks,
+                          std::optional<DType> kv_dtype) {
   FixtureModel f;
   f.dir = fixture_dir(name);
   f.ops = backend::make_cpu_ops();
-  auto model = model::load_model(f.dir, *f.ops);
+  model::LoadOptions load;
+  load.kv_dtype = kv_dtype;
+  auto model = model::load_model(f.dir, *f.ops, load);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return f;
   f.model = std::move(model).value();
   runner::RunnerConfig rc;
   rc.block_size = block_size;
+  rc.kv_dtype = kv_dtype;
   rc.num_blocks.assign(f.model->kv_specs(DType::kBF16).size(), num_blocks);
   rc.max_num_tokens = 512;
   rc.max_num_seqs = 64;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,10 @@ struct FixtureModel {
 };
 
 std::string fixture_dir(const std::string& name);
-// Loads the model on the CPU backend with a runner of `num_blocks` blocks of `block_size` tokens.
-FixtureModel load_fixture(const std::string& name, int32_t block_size = 16, int32_t num_blocks = 64);
+// Loads the model on the CPU backend with a runner of `num_blocks` blocks of `block_size` tokens, its KV
+// cache in `kv_dtype` (unset: the compute dtype, fp32).
+FixtureModel load_fixture(const std::string& name, int32_t block_size = 16, int32_t num_blocks = 64,
+                          std::optional<DType> kv_dtype = std::nullopt);
 // A runner of one KV group for tests: num_blocks blocks of block_size tokens, steps of up to max_tokens
 // tokens and 4 sequences, sequences of up to max_model_len tokens.
 runner::RunnerConfig small_runner_config(int32_t block_size, int32_t num_blocks, int32_t max_tokens,

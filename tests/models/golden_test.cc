@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "fixture_model.h"
@@ -12,6 +13,7 @@ namespace drift::testing {
 namespace {
 
 constexpr double kTolerance = 1e-4;
+constexpr double kFp8KvTolerance = 0.1;
 
 // Per KV group of the fixture's model, the same block table: n consecutive blocks starting at `first`.
 std::vector<std::vector<int32_t>> identity_blocks(const FixtureModel& f, int32_t n, int32_t first = 0) {
@@ -101,6 +103,29 @@ TEST_P(GoldenTest, BatchedPromptsGiveTheSameLogits) {
     const GoldenPrompt& p = f.prompts[i];
     EXPECT_LE(relative_max_error(logits->data() + offset, p.logits.data(), p.logits.size()), kTolerance) << i;
     offset += p.ids.size() * size_t(vocab);
+  }
+}
+
+// An FP8 KV cache (e4m3 + a scale per row) moves the logits by its rounding only. The random-weight
+// fixtures have no dominant features, so a value's e4m3 rounding (up to 1/16 of it) reaches the logits
+// nearly whole: measured 2.5-8.7% of the largest golden logit over the dense GQA and MLA fixtures (Youtu,
+// DeepSeek-V2 included); tolerance 10%. The MoE fixtures with near-tie routing (GPT-OSS: 14%, DeepSeek-V3:
+// 72%, tokens routed to other experts) are not held to it. The trained default model's bits per byte
+// move by 0.2% (tests/engine/fp8_kv_test.cc).
+TEST_P(GoldenTest, Fp8KvLogitsStayNearTransformers) {
+  if (GetParam() == "gpt_oss" || GetParam() == "deepseek_v3") GTEST_SKIP() << "routing near ties flip under KV rounding";
+  FixtureModel f = load_fixture(GetParam(), 16, 64, DType::kF8E4M3);
+  ASSERT_TRUE(f.runner);
+  for (const GoldenPrompt& p : f.prompts) {
+    const auto blocks = identity_blocks(f, 16);
+    runner::SeqStep step{p.ids, 0, int32_t(p.ids.size()), blocks, false, true};
+    auto logits = f.runner->step({&step, 1});
+    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+    const double error = relative_max_error(logits->data(), p.logits.data(), p.logits.size());
+    EXPECT_LE(error, kFp8KvTolerance) << "prompt of " << p.ids.size() << " tokens";
+    EXPECT_GT(error, kTolerance) << "an FP8 cache rounds K and V: the logits cannot stay exact";
+    std::printf("[ fp8 kv   ] %s prompt %zu tokens: max error %.2e of the largest logit\n", GetParam().c_str(),
+                p.ids.size(), error);
   }
 }
 

@@ -76,15 +76,17 @@ TEST(LayerPlan, QwenSlidesFromMaxWindowLayers) {
 TEST(BackendCheck, RefusesAKvDtypeTheBackendCannotStoreBeforeLoading) {
   auto ops = backend::make_cpu_ops();
   model::LoadOptions load;
-  load.kv_dtype = DType::kF8E4M3;
+  load.kv_dtype = DType::kF16;  // the CPU stores F32, BF16 and F8_E4M3 KV, not F16
   auto m = model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/deepseek_v2", *ops, load);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kUnsupported) << m.status().to_string();
   EXPECT_NE(m.status().message().find("DeepseekV2ForCausalLM cannot run on the cpu backend: layer 0 (attention)"),
             std::string::npos)
       << m.status().message();
-  load.kv_dtype = DType::kBF16;
-  EXPECT_TRUE(model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/deepseek_v2", *ops, load).ok());
+  for (DType ok : {DType::kBF16, DType::kF8E4M3}) {
+    load.kv_dtype = ok;
+    EXPECT_TRUE(model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/deepseek_v2", *ops, load).ok());
+  }
 }
 
 TEST(BackendCheck, AttentionShapesOfEachKind) {
@@ -125,6 +127,16 @@ TEST(BackendCheck, CudaNamesWhatItLacks) {
   auto f32_kv = gqa;
   f32_kv.kv_dtype = DType::kF32;
   EXPECT_FALSE(backend::CudaOps::check_attention(f32_kv).ok());
+  // FP8 KV: GQA layers run on it; the latent (MLA) kernels refuse it by name.
+  auto fp8_kv = gqa;
+  fp8_kv.kv_dtype = DType::kF8E4M3;
+  EXPECT_TRUE(backend::CudaOps::check_attention(fp8_kv).ok());
+  const weights::ModelConfig v2 = fixture_config("deepseek_v2");
+  auto fp8_latent = model::attention_shape(v2, model::plan_layers(v2).layers[0], DType::kF8E4M3);
+  const Status no_fp8_mla = backend::CudaOps::check_attention(fp8_latent);
+  ASSERT_FALSE(no_fp8_mla.ok());
+  EXPECT_NE(no_fp8_mla.message().find("MLA"), std::string::npos) << no_fp8_mla.message();
+  EXPECT_NE(no_fp8_mla.message().find("F8_E4M3"), std::string::npos) << no_fp8_mla.message();
   auto wide = gqa;
   wide.head_dim = wide.head_dim_v = 256;
   const Status too_wide = backend::CudaOps::check_attention(wide);

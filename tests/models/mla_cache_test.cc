@@ -74,7 +74,7 @@ TEST(MlaCache, HoldsNormedLatentAndRotatedRopeKeyPerToken) {
   // Five tokens of one sequence in blocks {2, 0} of 4 slots each.
   const int32_t num_blocks = 3, block_size = 4, n = 5;
   layer->allocate_cache(*ops, num_blocks, block_size);
-  const Tensor& cache = layer->cache();
+  const Tensor& cache = layer->cache().values.view;
   ASSERT_EQ(cache.ndim, 4);
   EXPECT_EQ(cache.numel(), int64_t(num_blocks) * block_size * (l + r)) << "the cache holds L + R values per slot";
   std::fill_n(cache.data_as<float>(), cache.numel(), 0.0f);

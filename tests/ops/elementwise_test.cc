@@ -233,13 +233,7 @@ TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {
   // packed one exactly, and the GPU's must match the CPU's as the packed ops do.
   const int64_t tokens = 9, hq = 8, hk = 2, d = 64, blocks = 4, block_size = 16, max_positions = 100;
   const int64_t stride = (hq + 2 * hk) * d;
-  std::vector<float> table(static_cast<size_t>(max_positions * d));
-  for (int64_t p = 0; p < max_positions; ++p)
-    for (int64_t i = 0; i < d / 2; ++i) {
-      const double angle = double(p) * std::pow(10000.0, -2.0 * double(i) / double(d));
-      table[size_t(p * d + i)] = float(std::cos(angle));
-      table[size_t(p * d + d / 2 + i)] = float(std::sin(angle));
-    }
+  const std::vector<float> table = rope_table(max_positions, d);
   const auto fused = random_values(tokens * stride);
   const auto positions = random_ints(tokens, 0, int32_t(max_positions));
   std::vector<int32_t> slots = random_ints(tokens, 0, int32_t(blocks * block_size));

@@ -131,4 +131,15 @@ Error compare(const std::vector<float>& got, const std::vector<float>& want) {
   return ::testing::AssertionFailure() << e.describe() << " (tolerance " << tolerance << ")";
 }
 
+std::vector<float> rope_table(int64_t max_positions, int64_t d) {
+  std::vector<float> table(size_t(max_positions * d));
+  for (int64_t p = 0; p < max_positions; ++p)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double angle = double(p) * std::pow(10000.0, -2.0 * double(i) / double(d));
+      table[size_t(p * d + i)] = float(std::cos(angle));
+      table[size_t(p * d + d / 2 + i)] = float(std::sin(angle));
+    }
+  return table;
+}
+
 }  // namespace drift::testing

@@ -41,6 +41,9 @@ class CudaOpsTest : public ::testing::Test {
   std::mt19937_64 rng_{12345};
 };
 
+// A Llama-style rotary table [max_positions, d] (d / 2 cos values, then d / 2 sin values per position).
+std::vector<float> rope_table(int64_t max_positions, int64_t d);
+
 struct Error {
   double rel_l2 = 0.0;   // ||got - want|| / ||want||
   double max_abs = 0.0;  // max |got - want|

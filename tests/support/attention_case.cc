@@ -209,6 +209,8 @@ backend::PagedAttentionParams KeyBuffers::params(const KeyCase& c, const KeyInpu
     p.view_blocks = view_blocks.view;
   }
   if (c.sinks) p.sinks = sinks.view;
+  p.k_scale = k_scale.view;
+  p.v_scale = v_scale.view;
   p.scale = in.scale;
   p.sliding_window = c.sliding_window;
   return p;
@@ -236,16 +238,44 @@ std::pair<KeyCase, KeyInputs> copy_of_blocks(const KeyCase& c, const KeyInputs& 
   return {copy, copied};
 }
 
+Fp8Cache quantize_fp8_cache(const std::vector<float>& cache, int64_t row) {
+  Fp8Cache q;
+  const size_t rows = cache.size() / size_t(row);
+  q.codes.resize(cache.size());
+  q.scales.resize(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = cache.data() + r * size_t(row);
+    q.scales[r] = f32_row_to_f8e4m3(x, row, q.codes.data() + r * size_t(row));
+    if (std::any_of(x, x + row, [](float v) { return std::isnan(v); })) q.scales[r] = NAN;
+  }
+  return q;
+}
+
+std::vector<float> Fp8Cache::dequantized(int64_t row) const {
+  std::vector<float> out(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) out[i] = f8e4m3_to_f32(codes[i]) * scales[i / size_t(row)];
+  return out;
+}
+
 std::vector<float> run_cpu_attention(const KeyCase& c, const KeyInputs& in, DType cache_dtype) {
   auto ops = backend::make_cpu_ops();
   const int64_t t = in.num_tokens, h = c.num_heads, d = c.head_dim, hk = c.num_kv_heads;
   KeyBuffers b;
   b.q = upload(*ops, DType::kF32, in.q, {t, h, d});
   const std::initializer_list<int64_t> cache_shape{in.num_blocks, c.block_size, hk, d};
-  b.k_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.k_cache), cache_shape)
-                                          : upload(*ops, DType::kF32, in.k_cache, cache_shape);
-  b.v_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.v_cache), cache_shape)
-                                          : upload(*ops, DType::kF32, in.v_cache, cache_shape);
+  if (cache_dtype == DType::kF8E4M3) {
+    const std::initializer_list<int64_t> scale_shape{in.num_blocks, c.block_size, hk};
+    const Fp8Cache k8 = quantize_fp8_cache(in.k_cache, d), v8 = quantize_fp8_cache(in.v_cache, d);
+    b.k_cache = upload(*ops, DType::kF8E4M3, k8.codes, cache_shape);
+    b.v_cache = upload(*ops, DType::kF8E4M3, v8.codes, cache_shape);
+    b.k_scale = upload(*ops, DType::kF32, k8.scales, scale_shape);
+    b.v_scale = upload(*ops, DType::kF32, v8.scales, scale_shape);
+  } else {
+    b.k_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.k_cache), cache_shape)
+                                            : upload(*ops, DType::kF32, in.k_cache, cache_shape);
+    b.v_cache = cache_dtype == DType::kBF16 ? upload(*ops, DType::kBF16, to_bf16(in.v_cache), cache_shape)
+                                            : upload(*ops, DType::kF32, in.v_cache, cache_shape);
+  }
   b.block_tables = upload(*ops, DType::kI32, in.block_tables, {in.num_seqs, in.width});
   b.query_start = upload(*ops, DType::kI32, in.query_start, {in.num_seqs + 1});
   b.context_lens = upload(*ops, DType::kI32, in.context_lens, {in.num_seqs});

@@ -51,10 +51,21 @@ std::vector<KeyCase> key_cases();
 
 KeyInputs build_inputs(const KeyCase& c, std::mt19937_64& rng);
 
+// An F8E4M3 cache built from fp32 rows of `row` values the way write_kv stores them (f32_row_to_f8e4m3).
+// A row holding a NaN (a slot no query may read) gets a NaN scale, so reading it still shows up.
+struct Fp8Cache {
+  std::vector<uint8_t> codes;  // [rows * row]
+  std::vector<float> scales;   // [rows]
+  // code * scale of every value: the fp32 cache that holds exactly what this one means.
+  std::vector<float> dequantized(int64_t row) const;
+};
+Fp8Cache quantize_fp8_cache(const std::vector<float>& cache, int64_t row);
+
 // The inputs placed on a backend (each test uploads them its own way: fp32 on the CPU, bf16 on the GPU).
 struct KeyBuffers {
   backend::Buffer q, k_cache, v_cache, out, block_tables, query_start, context_lens, q_positions, tree_mask,
       block_positions, view_blocks, sinks;
+  backend::Buffer k_scale, v_scale;  // [blocks, bs, Hk] fp32 with an F8E4M3 cache, else empty
   // The op's parameters: optional inputs only where the case uses them.
   backend::PagedAttentionParams params(const KeyCase& c, const KeyInputs& in) const;
 };
@@ -88,7 +99,8 @@ KeyBuffers upload_key_inputs(const KeyCase& c, const KeyInputs& in, Floats&& flo
 // equal. The last listed block must be the sequence's last and the others full, so positions compact.
 std::pair<KeyCase, KeyInputs> copy_of_blocks(const KeyCase& c, const KeyInputs& in, const std::vector<int32_t>& listed);
 // The CPU backend's paged attention on the case's inputs: out [T, H, D], the caches stored as
-// `cache_dtype` (F32 or BF16; the values are bf16-exact, so both hold the same numbers).
+// `cache_dtype` (F32 or BF16; the values are bf16-exact, so both hold the same numbers; or F8E4M3 with
+// per-row scales, quantize_fp8_cache).
 std::vector<float> run_cpu_attention(const KeyCase& c, const KeyInputs& in, DType cache_dtype = DType::kF32);
 // out [T, H, D] from the description: keys by the rules (window, tree ancestors, view), exact softmax.
 std::vector<float> reference_attention(const KeyCase& c, const KeyInputs& in);

@@ -1,7 +1,9 @@
 // Paged attention on the CPU: each new token attends over the keys its sequence lets it see (ops.h:
 // chains, draft trees, block-table views) with an exact softmax in double. This is the oracle the CUDA
-// kernels are measured against. The cache may hold fp32 or bf16 (the KV dtype is the engine's choice).
+// kernels are measured against. The cache may hold fp32, bf16 or fp8 e4m3 codes with a scale per (token,
+// kv head) row (the KV dtype is the engine's choice); fp8 rows are dequantized as code * scale.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -13,6 +15,19 @@ namespace {
 
 float to_float(float v) { return v; }
 float to_float(uint16_t v) { return bf16_to_f32(v); }
+float to_float(uint8_t v) {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[size_t(c)] = f8e4m3_to_f32(uint8_t(c));
+    return t;
+  }();
+  return table[v];
+}
+
+// The scale of cache row `row` (slot * kv_heads + head): 1 for a cache without scales (F32, BF16).
+double row_scale(const Tensor& scales, int64_t row) {
+  return scales.defined() ? double(scales.data_as<float>()[row]) : 1.0;
+}
 
 // The keys of one sequence, and which of them a query sees (the rules in ops.h).
 struct SeqKeys {
@@ -76,6 +91,7 @@ void attend_rows(const PagedAttentionParams& p, const Keys& keys, int32_t q_begi
   const int64_t v_row = p.v_cache.defined() ? head_dim_v : head_dim;
   const KvT* k_cache = p.k_cache.data_as<KvT>();
   const KvT* v_cache = p.v_cache.defined() ? p.v_cache.data_as<KvT>() : k_cache;
+  const Tensor& v_scales = p.v_cache.defined() ? p.v_scale : p.k_scale;  // the shared latent's are K's
   const int64_t group = num_heads / num_kv_heads;
   const int64_t q_stride = p.q_row_stride > 0 ? p.q_row_stride : num_heads * head_dim;
   const int32_t* q_positions = p.q_positions.defined() ? p.q_positions.data_as<int32_t>() : nullptr;
@@ -92,7 +108,7 @@ void attend_rows(const PagedAttentionParams& p, const Keys& keys, int32_t q_begi
         const KvT* k = k_cache + (slot * num_kv_heads + kv_head) * head_dim;
         double dot = 0.0;
         for (int64_t d = 0; d < head_dim; ++d) dot += double(q[d]) * to_float(k[d]);
-        scores.push_back(dot * p.scale);
+        scores.push_back(dot * row_scale(p.k_scale, slot * num_kv_heads + kv_head) * p.scale);
         slots.push_back(slot);
         max_score = std::max(max_score, scores.back());
       });
@@ -101,13 +117,37 @@ void attend_rows(const PagedAttentionParams& p, const Keys& keys, int32_t q_begi
       std::vector<double> acc(size_t(head_dim_v), 0.0);
       for (size_t i = 0; i < slots.size(); ++i) {
         const KvT* v = v_cache + (slots[i] * num_kv_heads + kv_head) * v_row;
-        const double w = scores[i] / denom;
+        const double w = scores[i] / denom * row_scale(v_scales, slots[i] * num_kv_heads + kv_head);
         for (int64_t d = 0; d < head_dim_v; ++d) acc[size_t(d)] += w * to_float(v[d]);
       }
       float* out = p.out.data_as<float>() + (int64_t(row) * num_heads + h) * head_dim_v;
       for (int64_t d = 0; d < head_dim_v; ++d) out[d] = float(acc[size_t(d)]);
     }
   }
+}
+
+template <class Keys>
+void attend(const PagedAttentionParams& p, const Keys& keys, int32_t q_begin, int32_t q_end) {
+  switch (p.k_cache.dtype) {
+    case DType::kBF16: attend_rows<uint16_t>(p, keys, q_begin, q_end); return;
+    case DType::kF8E4M3: attend_rows<uint8_t>(p, keys, q_begin, q_end); return;
+    default: attend_rows<float>(p, keys, q_begin, q_end); return;
+  }
+}
+
+void check_cache(const PagedAttentionParams& p) {
+  const DType t = p.k_cache.dtype;
+  DRIFT_CHECK(t == DType::kF32 || t == DType::kBF16 || t == DType::kF8E4M3,
+              "cpu attention reads an F32, BF16 or F8E4M3 cache, got {}", p.k_cache.describe());
+  DRIFT_CHECK(!p.v_cache.defined() || p.v_cache.dtype == t, "cpu attention: k_cache {} and v_cache {} differ",
+              p.k_cache.describe(), p.v_cache.describe());
+  const bool fp8 = t == DType::kF8E4M3;
+  auto scales_fit = [](const Tensor& scales, const Tensor& cache) {
+    return scales.defined() && scales.dtype == DType::kF32 && scales.numel() == cache.numel() / cache.size(3);
+  };
+  DRIFT_CHECK(!fp8 || (scales_fit(p.k_scale, p.k_cache) && (!p.v_cache.defined() || scales_fit(p.v_scale, p.v_cache))),
+              "cpu attention: an F8E4M3 cache needs fp32 k_scale (and v_scale) of one per cached row, got {} and {}",
+              p.k_scale.describe(), p.v_scale.describe());
 }
 
 }  // namespace
@@ -117,8 +157,7 @@ void CpuOps::paged_attention(const PagedAttentionParams& p) {
   const int32_t block_size = int32_t(p.k_cache.size(1));
   const int64_t max_blocks = p.block_tables.size(1);
   const bool view = p.block_positions.defined();
-  DRIFT_CHECK(p.k_cache.dtype == DType::kF32 || p.k_cache.dtype == DType::kBF16, "cpu attention reads an F32 or BF16 cache, got {}",
-              p.k_cache.describe());
+  check_cache(p);
   DRIFT_CHECK(view == p.view_blocks.defined(), "cpu attention: block_positions and view_blocks come together");
   const int32_t* query_start = p.query_start.data_as<int32_t>();
   const int32_t* context_lens = p.context_lens.data_as<int32_t>();
@@ -143,11 +182,7 @@ void CpuOps::paged_attention(const PagedAttentionParams& p) {
       keys.mask = p.tree_mask.data_as<uint32_t>() + int64_t(q_begin) * mask_words;
       keys.mask_words = mask_words;
     }
-    if (p.k_cache.dtype == DType::kBF16) {
-      attend_rows<uint16_t>(p, keys, q_begin, q_end);
-    } else {
-      attend_rows<float>(p, keys, q_begin, q_end);
-    }
+    attend(p, keys, q_begin, q_end);
   }
 }
 

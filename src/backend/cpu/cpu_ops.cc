@@ -28,8 +28,12 @@ void CpuOps::copy(const Tensor& src, const Tensor& dst) {
 }
 
 Status CpuOps::supports(const AttentionShape& shape) const {
-  if (shape.kv_dtype != DType::kF32 && shape.kv_dtype != DType::kBF16)
-    return unsupported(fmt::format("the cpu backend keeps the KV cache in F32 or BF16, not {}", dtype_name(shape.kv_dtype)));
+  const DType t = shape.kv_dtype;
+  if (t != DType::kF32 && t != DType::kBF16 && t != DType::kF8E4M3)
+    return unsupported(fmt::format("the cpu backend keeps the KV cache in F32, BF16 or F8_E4M3, not {}", dtype_name(t)));
+  if (t == DType::kF8E4M3 && shape.sparse_top_k > 0)
+    return unsupported("DSA-lite sparse attention (indexer_topk, sparse_paged_attention) reads no F8_E4M3 KV cache; "
+                       "use --kv-cache-dtype bf16 or f32");
   return Status::Ok();
 }
 

@@ -33,7 +33,7 @@ class CpuOps final : public Ops {
   void scatter_rows(const Tensor& x, const Tensor& rows, const Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void copy(const Tensor& src, const Tensor& dst) override;
-  // F32 and BF16 caches (the oracle reads either); everything else the CPU runs.
+  // F32, BF16 and F8E4M3 caches (the oracle reads each); everything else the CPU runs, but DSA-lite over FP8.
   Status supports(const AttentionShape& shape) const override;
   using Ops::supports;
   using Ops::write_kv;

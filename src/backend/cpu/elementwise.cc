@@ -139,13 +139,25 @@ void CpuOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 namespace {
 
-// One row of `n` fp32 values into a cache row of `cache`'s dtype (F32, or BF16 rounded to nearest even).
-void store_kv_row(const Tensor& cache, int64_t slot, const float* src, int64_t n) {
+// One token's rows (cache [num_blocks, block_size, heads, width]) of fp32 values into its cache slot in
+// `cache`'s dtype: F32, BF16 rounded to nearest even, or F8E4M3 codes with one scale per head row in
+// `scales` ([num_blocks, block_size, heads]).
+void store_kv_row(const Tensor& cache, const Tensor& scales, int64_t slot, const float* src) {
+  const int64_t heads = cache.size(2), width = cache.size(3), n = heads * width;
   if (cache.dtype == DType::kF32) {
     std::memcpy(cache.data_as<float>() + slot * n, src, size_t(n) * 4);
     return;
   }
-  DRIFT_CHECK(cache.dtype == DType::kBF16, "cpu write_kv stores F32 or BF16, the cache is {}", cache.describe());
+  if (cache.dtype == DType::kF8E4M3) {
+    DRIFT_CHECK(scales.defined() && scales.dtype == DType::kF32 && scales.numel() == cache.numel() / width,
+                "cpu write_kv: an F8E4M3 cache {} needs fp32 scales of one per row, got {}", cache.describe(),
+                scales.describe());
+    for (int64_t h = 0; h < heads; ++h)
+      scales.data_as<float>()[slot * heads + h] =
+          f32_row_to_f8e4m3(src + h * width, width, cache.data_as<uint8_t>() + slot * n + h * width);
+    return;
+  }
+  DRIFT_CHECK(cache.dtype == DType::kBF16, "cpu write_kv stores F32, BF16 or F8E4M3, the cache is {}", cache.describe());
   uint16_t* dst = cache.data_as<uint16_t>() + slot * n;
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
@@ -162,8 +174,8 @@ void CpuOps::write_kv(const WriteKvParams& p) {
     const int32_t slot = p.slot_mapping.data_as<int32_t>()[t];
     if (slot < 0) continue;
     DRIFT_CHECK_LT(int64_t(slot), num_slots);
-    store_kv_row(p.k_cache, slot, p.k.data_as<float>() + t * k_stride, k_row);
-    if (p.v.defined()) store_kv_row(p.v_cache, slot, p.v.data_as<float>() + t * v_stride, v_row);
+    store_kv_row(p.k_cache, p.k_scale, slot, p.k.data_as<float>() + t * k_stride);
+    if (p.v.defined()) store_kv_row(p.v_cache, p.v_scale, slot, p.v.data_as<float>() + t * v_stride);
   }
 }
 

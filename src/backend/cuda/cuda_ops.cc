@@ -289,11 +289,44 @@ void CudaOps::add(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 namespace {
 
+// An FP8 write: bf16 rows quantized into e4m3 caches with a scale per (token, head) row.
+cuda::KvWriteParams fp8_kv_write_params(const WriteKvParams& p) {
+  const Tensor &k = p.k, &v = p.v, &k_cache = p.k_cache;
+  check_dtype(k, DType::kBF16, "write_kv k (into an FP8 cache)");
+  const int64_t num_tokens = p.slot_mapping.numel(), num_slots = k_cache.size(0) * k_cache.size(1);
+  const int64_t heads = k_cache.size(2), head_dim = k_cache.size(3);
+  auto check_scales = [&](const Tensor& scales, const Tensor& cache, const char* what) {
+    check_dtype(cache, DType::kF8E4M3, what);
+    check_dtype(scales, DType::kF32, "write_kv scales");
+    DRIFT_CHECK(cache.size(2) == heads && cache.size(3) == head_dim && scales.numel() == num_slots * heads,
+                "cuda write_kv: cache {} with scales {} (one per [slot, head] row)", cache.describe(), scales.describe());
+  };
+  check_scales(p.k_scale, k_cache, "write_kv k_cache");
+  DRIFT_CHECK_EQ(k.size(0), num_tokens);
+  DRIFT_CHECK_EQ(k.numel(), num_tokens * heads * head_dim);
+  if (v.defined()) {
+    check_scales(p.v_scale, p.v_cache, "write_kv v_cache");
+    check_dtype(v, DType::kBF16, "write_kv v (into an FP8 cache)");
+    DRIFT_CHECK_EQ(v.numel(), num_tokens * heads * head_dim);
+  }
+  const int64_t row = heads * head_dim;
+  return cuda::KvWriteParams{.k = k.data, .v = v.defined() ? v.data : nullptr,
+                             .slot_mapping = i32_ptr(p.slot_mapping), .k_cache = k_cache.data,
+                             .v_cache = v.defined() ? p.v_cache.data : nullptr, .num_tokens = num_tokens,
+                             .num_slots = num_slots, .k_row_bytes = row, .v_row_bytes = v.defined() ? row : 0,
+                             .k_stride_bytes = (p.k_row_stride > 0 ? p.k_row_stride : row) * 2,
+                             .v_stride_bytes = (p.v_row_stride > 0 ? p.v_row_stride : row) * 2,
+                             .k_scale = p.k_scale.data_as<float>(),
+                             .v_scale = v.defined() ? p.v_scale.data_as<float>() : nullptr,
+                             .num_heads = int32_t(heads), .head_dim = int32_t(head_dim)};
+}
+
 // Shape checks shared by the op and its fused form.
 cuda::KvWriteParams kv_write_params(const WriteKvParams& p) {
   const Tensor &k = p.k, &v = p.v, &k_cache = p.k_cache, &v_cache = p.v_cache;
   check_device(k, "write_kv k");
   check_dtype(p.slot_mapping, DType::kI32, "write_kv slot_mapping");
+  if (k_cache.dtype == DType::kF8E4M3) return fp8_kv_write_params(p);
   DRIFT_CHECK(k_cache.dtype == k.dtype, "cuda write_kv: k {} into cache {}", k.describe(), k_cache.describe());
   const int64_t num_tokens = p.slot_mapping.numel();
   const int64_t num_slots = k_cache.size(0) * k_cache.size(1);
@@ -333,9 +366,20 @@ namespace {
 // Shape and dtype checks of paged_attention, then its kernel parameters (num_splits 1).
 cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
   check_dtype(p.q, DType::kBF16, "paged_attention q");
-  check_dtype(p.k_cache, DType::kBF16, "paged_attention k_cache");
   const bool latent = !p.v_cache.defined();  // MLA: V is the first out.size(2) features of each k_cache row
-  if (!latent) check_dtype(p.v_cache, DType::kBF16, "paged_attention v_cache");
+  const bool fp8 = p.k_cache.dtype == DType::kF8E4M3;
+  DRIFT_CHECK(!(fp8 && latent), "cuda paged_attention: no kernel reads an FP8 latent (MLA) cache yet");
+  const DType cache_dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
+  check_dtype(p.k_cache, cache_dtype, "paged_attention k_cache");
+  if (!latent) check_dtype(p.v_cache, cache_dtype, "paged_attention v_cache");
+  if (fp8) {
+    check_dtype(p.k_scale, DType::kF32, "paged_attention k_scale");
+    check_dtype(p.v_scale, DType::kF32, "paged_attention v_scale");
+    const int64_t rows = p.k_cache.numel() / p.k_cache.size(3);
+    DRIFT_CHECK(p.k_scale.numel() == rows && p.v_scale.numel() == rows,
+                "cuda paged_attention: FP8 cache {} needs a scale per row, got {} and {}", p.k_cache.describe(),
+                p.k_scale.describe(), p.v_scale.describe());
+  }
   check_dtype(p.out, DType::kBF16, "paged_attention out");
   check_dtype(p.block_tables, DType::kI32, "paged_attention block_tables");
   check_dtype(p.query_start, DType::kI32, "paged_attention query_start");
@@ -373,7 +417,10 @@ cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
     DRIFT_CHECK_EQ(p.block_positions.numel(), p.block_tables.numel());
     DRIFT_CHECK_EQ(p.view_blocks.numel(), int64_t(num_seqs));
   }
-  return {.q = bf16_ptr(p.q), .k_cache = bf16_ptr(p.k_cache), .v_cache = latent ? nullptr : bf16_ptr(p.v_cache),
+  return {.q = bf16_ptr(p.q), .k_cache = fp8 ? nullptr : bf16_ptr(p.k_cache),
+          .v_cache = latent || fp8 ? nullptr : bf16_ptr(p.v_cache),
+          .k_cache8 = fp8 ? p.k_cache.data_as<uint8_t>() : nullptr, .v_cache8 = fp8 ? p.v_cache.data_as<uint8_t>() : nullptr,
+          .k_scale = fp8 ? p.k_scale.data_as<float>() : nullptr, .v_scale = fp8 ? p.v_scale.data_as<float>() : nullptr,
           .out = bf16_mut(p.out),
           .block_tables = i32_ptr(p.block_tables), .query_start = i32_ptr(p.query_start),
           .context_lens = i32_ptr(p.context_lens),
@@ -450,7 +497,7 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
 void CudaOps::paged_attention(const PagedAttentionParams& p) {
   cuda::AttentionParams a = attention_params(p);
   if (a.num_tokens == 0) return;
-  if (a.v_cache == nullptr) {  // MLA's shared latent
+  if (a.v_cache == nullptr && a.v_cache8 == nullptr) {  // MLA's shared latent
     DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
                 "cuda paged_attention: latent rows of {} read as values of {} are not supported", a.head_dim,
                 a.head_dim_v);
@@ -514,8 +561,16 @@ void CudaOps::copy(const Tensor& src, const Tensor& dst) {
 }
 
 Status CudaOps::check_attention(const AttentionShape& s) {
-  if (s.kv_dtype != DType::kBF16)
-    return unsupported(fmt::format("the cuda backend keeps the KV cache in BF16, not {}", dtype_name(s.kv_dtype)));
+  if (s.kv_dtype != DType::kBF16 && s.kv_dtype != DType::kF8E4M3)
+    return unsupported(fmt::format("the cuda backend keeps the KV cache in BF16 or F8_E4M3, not {}", dtype_name(s.kv_dtype)));
+  if (s.kv_dtype == DType::kF8E4M3 && s.shared_kv)
+    return unsupported("the cuda latent attention kernels (MLA, MLA-lite: ops/mla_attention*.cu) read no F8_E4M3 KV "
+                       "cache yet; use --kv-cache-dtype bf16");
+  if (s.kv_dtype == DType::kF8E4M3 &&
+      !cuda::decode_attention_supports(int32_t(s.head_dim), int32_t(s.num_heads), int32_t(s.num_kv_heads)))
+    return unsupported(fmt::format("an F8_E4M3 KV cache on cuda needs head_dim a multiple of 8 up to 128 and at most "
+                                   "8 query heads per kv head; this layer has head_dim {}, {} heads over {} kv heads",
+                                   s.head_dim, s.num_heads, s.num_kv_heads));
   if (s.sparse_top_k > 0)
     return unsupported("the cuda backend has no sparse attention kernel (DSA-lite) yet; run it on the cpu backend");
   if (s.shared_kv) {

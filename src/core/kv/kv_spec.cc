@@ -14,8 +14,10 @@ const char* kv_kind_name(KvKind kind) {
 }
 
 int64_t KvSpec::bytes_per_token_per_layer() const {
-  int64_t elems = kind == KvKind::kGqa ? int64_t{2} * kv_heads * head_dim : int64_t{latent_dim};
-  return elems * static_cast<int64_t>(dtype_size(dtype));
+  const int64_t elems = kind == KvKind::kGqa ? int64_t{2} * kv_heads * head_dim : int64_t{latent_dim};
+  // FP8 rows carry an fp32 scale each: one per kv head for K and for V, one per latent row.
+  const int64_t rows = dtype == DType::kF8E4M3 ? (kind == KvKind::kGqa ? int64_t{2} * kv_heads : 1) : 0;
+  return elems * static_cast<int64_t>(dtype_size(dtype)) + rows * int64_t{4};
 }
 
 int64_t KvSpec::bytes_per_block(int32_t block_size) const {

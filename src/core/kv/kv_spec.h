@@ -28,7 +28,8 @@ struct KvSpec {
   int32_t num_layers = 1;
   int32_t sliding_window = 0;    // tokens a query sees, itself included; 0 = full attention
 
-  // GQA: 2 * kv_heads * head_dim elements; latent kinds: latent_dim elements.
+  // GQA: 2 * kv_heads * head_dim elements; latent kinds: latent_dim elements. F8E4M3 adds an fp32 scale
+  // per row (WriteKvParams): 2 * kv_heads for GQA, 1 for a latent, so pool sizing counts them.
   int64_t bytes_per_token_per_layer() const;
   int64_t bytes_per_block(int32_t block_size) const;  // all layers of the group
   // Names the field that is out of range.

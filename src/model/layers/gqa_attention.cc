@@ -64,13 +64,14 @@ Expected<GqaAttention> GqaAttention::load(WeightLoader& loader, const std::strin
 
 void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
                                   std::optional<DType> kv_dtype) {
-  k_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.local_kv_heads(), spec_.head_dim});
-  v_cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, spec_.local_kv_heads(), spec_.head_dim});
+  const DType t = kv_dtype.value_or(ops.compute_dtype());
+  k_cache_ = PagedKvCache::allocate(ops, t, num_blocks, block_size, spec_.local_kv_heads(), spec_.head_dim);
+  v_cache_ = PagedKvCache::allocate(ops, t, num_blocks, block_size, spec_.local_kv_heads(), spec_.head_dim);
 }
 
 void GqaAttention::zero_cache(backend::Ops& ops) const {
   constexpr size_t kChunkBytes = size_t(16) << 20;
-  for (const backend::Buffer* cache : {&k_cache_, &v_cache_}) {
+  for (const backend::Buffer* cache : {&k_cache_.values, &v_cache_.values}) {
     const Tensor& c = cache->view;
     const int64_t num_blocks = c.size(0);
     const size_t block_bytes = c.nbytes() / size_t(std::max<int64_t>(num_blocks, 1));
@@ -116,13 +117,14 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   rope.q_row_stride = rope.k_row_stride = row_stride;
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   ops.rope_write_kv(q_heads, ctx.positions, rope,
-                    {.k = k_heads, .v = v_heads, .slot_mapping = kv.slot_mapping, .k_cache = k_cache_.view,
-                     .v_cache = v_cache_.view, .k_row_stride = row_stride, .v_row_stride = row_stride});
-  if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q_heads, row_stride, k_cache_.view);
+                    {.k = k_heads, .v = v_heads, .slot_mapping = kv.slot_mapping, .k_cache = k_cache_.values.view,
+                     .v_cache = v_cache_.values.view, .k_scale = k_cache_.scales.view, .v_scale = v_cache_.scales.view,
+                     .k_row_stride = row_stride, .v_row_stride = row_stride});
+  if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q_heads, row_stride, k_cache_.values.view);
 
   const Tensor attn = scratch.attn.view.slice(0, n);
   if (selected.defined()) {
-    ops.sparse_paged_attention({.q = q_heads, .k_cache = k_cache_.view, .v_cache = v_cache_.view,
+    ops.sparse_paged_attention({.q = q_heads, .k_cache = k_cache_.values.view, .v_cache = v_cache_.values.view,
                                 .out = attn.view({n, h, d}), .block_tables = kv.block_tables,
                                 .query_start = ctx.query_start, .selected = selected,
                                 .scale = float(1.0 / std::sqrt(double(d))), .q_row_stride = row_stride});
@@ -131,8 +133,10 @@ void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   }
   backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
   p.q = q_heads;
-  p.k_cache = k_cache_.view;
-  p.v_cache = v_cache_.view;
+  p.k_cache = k_cache_.values.view;
+  p.v_cache = v_cache_.values.view;
+  p.k_scale = k_cache_.scales.view;
+  p.v_scale = v_cache_.scales.view;
   p.out = attn.view({n, h, d});
   p.sinks = sinks_.view;
   p.scale = float(1.0 / std::sqrt(double(d)));

@@ -13,6 +13,7 @@
 #include "model/forward_context.h"
 #include "model/layers/kv_move.h"
 #include "model/layers/linear.h"
+#include "model/layers/paged_kv_cache.h"
 
 namespace drift::model {
 
@@ -63,8 +64,8 @@ class GqaAttention {
   const GqaAttentionSpec& spec() const { return spec_; }
   // K and V rows of this layer's cache moved (move_cache_rows).
   void move_kv(backend::Ops& ops, const KvRowMoves& moves, const Tensor& scratch) const {
-    move_cache_rows(ops, k_cache_.view, moves, scratch);
-    move_cache_rows(ops, v_cache_.view, moves, scratch);
+    k_cache_.move_rows(ops, moves, scratch);
+    v_cache_.move_rows(ops, moves, scratch);
   }
 
  private:
@@ -74,7 +75,7 @@ class GqaAttention {
   Linear o_proj_;
   std::optional<RmsNorm> q_norm_, k_norm_;
   backend::Buffer sinks_;                // [local_heads] fp32 (GPT-OSS)
-  backend::Buffer k_cache_, v_cache_;    // [num_blocks, block_size, local_kv_heads, head_dim]
+  PagedKvCache k_cache_, v_cache_;       // [num_blocks, block_size, local_kv_heads, head_dim] (+ FP8 scales)
 };
 
 // SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked into one matrix.

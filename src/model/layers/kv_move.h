@@ -12,7 +12,7 @@ struct KvRowMoves {
   Tensor from, to;
 };
 
-// cache: [num_blocks, block_size, ...]; scratch: at least M rows of the cache's row width, its dtype.
+// cache: [num_blocks, block_size, ...]; scratch: at least M of the cache's rows in bytes, any dtype.
 void move_cache_rows(backend::Ops& ops, const Tensor& cache, const KvRowMoves& moves, const Tensor& scratch);
 
 }  // namespace drift::model

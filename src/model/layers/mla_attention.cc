@@ -135,7 +135,7 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
 
 void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
                                   std::optional<DType> kv_dtype) {
-  cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, 1, spec_.cache_width()});
+  cache_ = PagedKvCache::allocate(ops, kv_dtype.value_or(ops.compute_dtype()), num_blocks, block_size, 1, spec_.cache_width());
 }
 
 void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
@@ -162,7 +162,8 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   const Tensor kv_row = scratch.kv_row.view.slice(0, n);
   ops.concat(latent, k_rope, kv_row);
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
-  ops.write_kv(kv_row.view({n, 1, l + r}), Tensor(), kv.slot_mapping, cache_.view, Tensor());
+  ops.write_kv({.k = kv_row.view({n, 1, l + r}), .slot_mapping = kv.slot_mapping, .k_cache = cache_.values.view,
+                .k_scale = cache_.scales.view});
 
   // Absorbed query per head: [W_UK^T q_nope | q_rope], scored against [latent | k_rope] of every cached token.
   const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, l});
@@ -173,7 +174,8 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   const Tensor o_latent = scratch.o_latent.view.slice(0, n).view({n, h, l});
   backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
   p.q = q.view({n, h, l + r});
-  p.k_cache = cache_.view;
+  p.k_cache = cache_.values.view;
+  p.k_scale = cache_.scales.view;
   p.out = o_latent;
   p.scale = spec_.softmax_scale;
   ops.paged_attention(p);

@@ -10,6 +10,7 @@
 
 #include "model/forward_context.h"
 #include "model/layers/linear.h"
+#include "model/layers/paged_kv_cache.h"
 #include "weights/model_config.h"
 
 namespace drift::model {
@@ -61,7 +62,7 @@ class MlaAttention {
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
                const Tensor& out) const;
   // [num_blocks, block_size, 1, L + rope]: the whole KV state of this layer.
-  const Tensor& cache() const { return cache_.view; }
+  const PagedKvCache& cache() const { return cache_; }
   const MlaSpec& spec() const { return spec_; }
 
  private:
@@ -75,7 +76,7 @@ class MlaAttention {
   backend::Buffer w_uk_t_;               // [H, L, nope]: per head the key up-projection, transposed
   backend::Buffer w_uv_;                 // [H, v, L]: per head the value up-projection
   Linear o_proj_;                        // [hidden, H * v], row-split over the ranks' heads
-  backend::Buffer cache_;
+  PagedKvCache cache_;  // [num_blocks, block_size, 1, cache_width] (+ FP8 scales)
 };
 
 }  // namespace drift::model

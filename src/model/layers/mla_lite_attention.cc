@@ -173,7 +173,7 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
 
 void MlaLiteAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
                                       std::optional<DType> kv_dtype) {
-  cache_ = ops.alloc(kv_dtype.value_or(ops.compute_dtype()), {num_blocks, block_size, 1, spec_.cache_width()});
+  cache_ = PagedKvCache::allocate(ops, kv_dtype.value_or(ops.compute_dtype()), num_blocks, block_size, 1, spec_.cache_width());
 }
 
 void MlaLiteAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaLiteScratch& scratch,
@@ -191,7 +191,8 @@ void MlaLiteAttention::forward(backend::Ops& ops, const ForwardContext& ctx, con
   const Tensor kv_row = scratch.kv_row.view.slice(0, n);
   ops.concat(latent, k_rope, kv_row);
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
-  ops.write_kv(kv_row.view({n, 1, width}), Tensor(), kv.slot_mapping, cache_.view, Tensor());
+  ops.write_kv({.k = kv_row.view({n, 1, width}), .slot_mapping = kv.slot_mapping, .k_cache = cache_.values.view,
+                .k_scale = cache_.scales.view});
 
   const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, rank});
   ops.batched_linear(q_nope.view({n, h, spec_.nope_dim()}), w_uk_t_.view, q_latent);
@@ -211,13 +212,14 @@ void MlaLiteAttention::attend(backend::Ops& ops, const ForwardContext& ctx, cons
                               const Tensor& selected) const {
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   if (selected.defined()) {
-    ops.sparse_paged_attention({.q = q, .k_cache = cache_.view, .out = o_latent, .block_tables = kv.block_tables,
+    ops.sparse_paged_attention({.q = q, .k_cache = cache_.values.view, .out = o_latent, .block_tables = kv.block_tables,
                                 .query_start = ctx.query_start, .selected = selected, .scale = spec_.softmax_scale});
     return;
   }
   backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
   p.q = q;
-  p.k_cache = cache_.view;
+  p.k_cache = cache_.values.view;
+  p.k_scale = cache_.scales.view;
   p.out = o_latent;
   p.scale = spec_.softmax_scale;
   ops.paged_attention(p);

@@ -24,6 +24,7 @@
 
 #include "model/forward_context.h"
 #include "model/layers/linear.h"
+#include "model/layers/paged_kv_cache.h"
 #include "weights/model_config.h"
 
 namespace drift::model {
@@ -77,7 +78,7 @@ class MlaLiteAttention {
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaLiteScratch& scratch,
                const Tensor& out, const Tensor& selected = Tensor()) const;
   // [num_blocks, block_size, 1, cache_width]
-  const Tensor& cache() const { return cache_.view; }
+  const PagedKvCache& cache() const { return cache_; }
 
  private:
   void attend(backend::Ops& ops, const ForwardContext& ctx, const Tensor& q, const Tensor& o_latent,
@@ -90,7 +91,7 @@ class MlaLiteAttention {
   backend::Buffer rope_slot_;         // [H, G * r, r]: identity at the head's group slot
   backend::Buffer w_uv_;              // [H, head_dim, d_c]: per query head its group's value up-projection
   Linear o_proj_;
-  backend::Buffer cache_;
+  PagedKvCache cache_;  // [num_blocks, block_size, 1, cache_width] (+ FP8 scales)
 };
 
 }  // namespace drift::model

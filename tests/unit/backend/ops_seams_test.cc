@@ -30,17 +30,23 @@ TEST(OpsSeams, CopyAndSingleRankCollectives) {
   EXPECT_EQ(host(gathered), values);
 }
 
-TEST(OpsSeams, CpuSupportsEveryLayerKindWithF32OrBf16Kv) {
+TEST(OpsSeams, CpuSupportsEveryLayerKindWithF32Bf16OrFp8Kv) {
   auto ops = make_cpu_ops();
   AttentionShape mla{.num_heads = 16, .num_kv_heads = 1, .head_dim = 576, .head_dim_v = 512, .shared_kv = true};
-  for (DType kv : {DType::kF32, DType::kBF16}) {
+  for (DType kv : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     mla.kv_dtype = kv;
     EXPECT_TRUE(ops->supports(mla).ok());
   }
-  mla.kv_dtype = DType::kF8E4M3;
-  const Status fp8 = ops->supports(mla);
-  ASSERT_FALSE(fp8.ok());
-  EXPECT_NE(fp8.message().find("F8_E4M3"), std::string::npos) << fp8.message();
+  mla.kv_dtype = DType::kF16;
+  const Status f16 = ops->supports(mla);
+  ASSERT_FALSE(f16.ok());
+  EXPECT_NE(f16.message().find("F16"), std::string::npos) << f16.message();
+  // DSA-lite's indexer and sparse attention read no FP8 cache.
+  AttentionShape sparse{.num_heads = 8, .num_kv_heads = 2, .head_dim = 64, .head_dim_v = 64,
+                        .kv_dtype = DType::kF8E4M3, .sparse_top_k = 64};
+  const Status dsa = ops->supports(sparse);
+  ASSERT_FALSE(dsa.ok());
+  EXPECT_NE(dsa.message().find("DSA-lite"), std::string::npos) << dsa.message();
   EXPECT_TRUE(ops->supports(MoeShape{.hidden = 64, .ffn = 32, .num_experts = 8, .top_k = 2}).ok());
 }
 

@@ -94,7 +94,18 @@ TEST(KvSpec, BytesPerTokenByKind) {
   KvSpec mla{.name = "mla", .kind = KvKind::kMlaLatent, .latent_dim = 576, .dtype = DType::kBF16, .num_layers = 61};
   EXPECT_EQ(mla.bytes_per_token_per_layer(), 576 * 2);  // K = V: one latent, not two
   KvSpec indexer{.name = "indexer", .kind = KvKind::kIndexer, .latent_dim = 128, .dtype = DType::kF8E4M3, .num_layers = 61};
-  EXPECT_EQ(indexer.bytes_per_token_per_layer(), 128);
+  EXPECT_EQ(indexer.bytes_per_token_per_layer(), 128 + 4);  // fp8 codes and the row's fp32 scale
+}
+
+// An FP8 cache counts its scales: one fp32 per (token, kv head) row of K and of V, one per latent row.
+TEST(KvSpec, Fp8BytesCountTheScales) {
+  KvSpec gqa{.name = "full", .kind = KvKind::kGqa, .kv_heads = 8, .head_dim = 128, .dtype = DType::kF8E4M3};
+  EXPECT_EQ(gqa.bytes_per_token_per_layer(), 2 * 8 * (128 + 4));
+  KvSpec bf16 = gqa;
+  bf16.dtype = DType::kBF16;
+  EXPECT_NEAR(double(gqa.bytes_per_token_per_layer()) / double(bf16.bytes_per_token_per_layer()), 0.516, 0.001);
+  KvSpec mla{.name = "mla", .kind = KvKind::kMlaLatent, .latent_dim = 576, .dtype = DType::kF8E4M3};
+  EXPECT_EQ(mla.bytes_per_token_per_layer(), 576 + 4);
 }
 
 TEST(KvSpec, ValidateNamesTheField) {

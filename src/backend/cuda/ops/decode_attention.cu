@@ -10,11 +10,16 @@
 // kGeneral instance, which checks each key, and a chain step the one that needs no check.
 //
 // It also serves any step the tensor-core prefill kernel does not cover (one CTA per query token).
+//
+// FP8 caches (kFp8): each thread brings its 8 e4m3 codes of a key (8 bytes, half the bf16 bytes) and the
+// key's two row scales come along into shared memory; a score is the codes' dot product times the K
+// scale, and a softmax weight is multiplied by the V scale before it meets the V codes.
 #include <atomic>
 #include <cmath>
 
 #include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
@@ -32,6 +37,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
                "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+}
+// 4 or 8 bytes global -> shared (FP8 codes, scales), zeros when !valid.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem), "n"(kBytes), "r"(valid ? kBytes : 0)
                : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -61,15 +73,24 @@ __device__ void merge_splits(const AttentionParams& p, int64_t row, int head, in
 // The decode kernel's tiling for one (head-dim class, group class).
 template <int kDim, int kGroup>
 struct DecodeShape {
-  static constexpr int kChunk = kDim > 64 ? 32 : 64;  // keys per iteration: 8 KB of K and 8 KB of V either way
+  static constexpr int kChunk = kDim > 64 ? 32 : 64;  // keys per iteration: 8 KB of K and 8 KB of V in bf16
   static constexpr int kLanesPerKey = kDim / 8;       // threads sharing one key row, 8 dimensions each
   static constexpr int kKeysPerPass = kThreads / kLanesPerKey;
   static constexpr int kPasses = kChunk / kKeysPerPass;
   static constexpr int kScoresPerLane = kChunk / 32;
   static constexpr int kGroupsPerWarp = (kGroup + kWarps - 1) / kWarps;
-  static constexpr int kStageBytes = 2 * kChunk * kDim * 2;  // K then V, bf16
-  static constexpr int kReduceBytes = kKeysPerPass * kGroup * kDim * 4;
-  // Two stages of K/V (the chunk being read and the next one in flight), reused for the final reduction.
+};
+
+// Its shared memory for one cache type: two stages of K/V (the chunk being read and the next one in
+// flight), reused for the final reduction.
+template <int kDim, int kGroup, bool kFp8>
+struct DecodeStages {
+  using S = DecodeShape<kDim, kGroup>;
+  static constexpr int kElem = kFp8 ? 1 : 2;                   // bytes per cached value
+  static constexpr int kCodeBytes = S::kChunk * kDim * kElem;  // one chunk of K (or of V)
+  // K, then V, then (FP8) the chunk's K scales and V scales.
+  static constexpr int kStageBytes = 2 * kCodeBytes + (kFp8 ? 2 * S::kChunk * 4 : 0);
+  static constexpr int kReduceBytes = S::kKeysPerPass * kGroup * kDim * 4;
   static constexpr int kSmemBytes = 2 * kStageBytes > kReduceBytes ? 2 * kStageBytes : kReduceBytes;
 };
 
@@ -117,31 +138,44 @@ __device__ __forceinline__ void load_query(const AttentionParams& p, int token, 
 
 // One key's scores for every head of the group: this thread's 8 dimensions of K (in shared memory)
 // against q, summed over the key's lanes; -inf where the query does not see the key.
-template <int kDim, int kGroup>
-__device__ __forceinline__ void score_key(const uint8_t* k_piece, const float (&q)[kGroup][8], bool seen, int dim_lane,
-                                          int k_idx, float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk]) {
+// FP8: k_scale is the key's row scale (read by dim_lane 0, which copied it).
+template <int kDim, int kGroup, bool kFp8>
+__device__ __forceinline__ void score_key(const uint8_t* k_piece, const float* k_scale, const float (&q)[kGroup][8],
+                                          bool seen, int dim_lane, int k_idx,
+                                          float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk]) {
   float kf[8];
-  bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece), kf);
+  if constexpr (kFp8) {
+    fp8x8_to_float(*reinterpret_cast<const uint2*>(k_piece), kf);
+  } else {
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(k_piece), kf);
+  }
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) dot = fmaf(q[g][j], kf[j], dot);
     dot = group_sum<DecodeShape<kDim, kGroup>::kLanesPerKey>(dot);
-    if (dim_lane == 0) scores[g][k_idx] = seen ? dot : -INFINITY;
+    if (dim_lane == 0) scores[g][k_idx] = seen ? (kFp8 ? dot * *k_scale : dot) : -INFINITY;
   }
 }
 
 // acc += weight x V for one key and every head of the group (this thread's 8 dimensions of V).
-template <int kDim, int kGroup>
-__device__ __forceinline__ void accumulate_value(const uint8_t* v_piece,
+// FP8: v_scale is the key's V row scale (in shared memory, copied by the key's dim_lane 0).
+template <int kDim, int kGroup, bool kFp8>
+__device__ __forceinline__ void accumulate_value(const uint8_t* v_piece, const float* v_scale,
                                                  const float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk],
                                                  int k_idx, float (&acc)[kGroup][8]) {
   float vf[8];
-  bf16x8_to_float(*reinterpret_cast<const uint4*>(v_piece), vf);
+  float row_scale = 1.0f;
+  if constexpr (kFp8) {
+    fp8x8_to_float(*reinterpret_cast<const uint2*>(v_piece), vf);
+    row_scale = *v_scale;
+  } else {
+    bf16x8_to_float(*reinterpret_cast<const uint4*>(v_piece), vf);
+  }
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
-    const float w = scores[g][k_idx];
+    const float w = scores[g][k_idx] * row_scale;
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[g][j] = fmaf(w, vf[j], acc[g][j]);
   }
@@ -186,13 +220,15 @@ __device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShap
 // grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
 // kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8;
 // kGeneral: a tree mask or a view, so each key's visibility is checked (else every slot of the range is).
-template <int kDim, int kGroup, bool kGeneral>
+// kFp8: the caches hold e4m3 codes with row scales (k_cache8, v_cache8, k_scale, v_scale).
+template <int kDim, int kGroup, bool kGeneral, bool kFp8>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
   pdl_launch_dependents();
   pdl_wait();
   using S = DecodeShape<kDim, kGroup>;
+  using St = DecodeStages<kDim, kGroup, kFp8>;
   constexpr int kChunk = S::kChunk, kPasses = S::kPasses, kKeysPerPass = S::kKeysPerPass;
-  __shared__ alignas(16) uint8_t stages[S::kSmemBytes];
+  __shared__ alignas(16) uint8_t stages[St::kSmemBytes];
   __shared__ float scores[kGroup][kChunk];
   __shared__ float alpha_s[kGroup], max_s[kGroup], sum_s[kGroup];
 
@@ -206,13 +242,16 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     return !kGeneral || key_visible(p, sk.keys, token, sk.q_pos, slot_position(p, sk.keys, slot));
   };
 
-  // This thread's 16-byte pieces of a chunk: key ps * kKeysPerPass + key_lane, dimensions dim_lane * 8..
+  // This thread's pieces of a chunk (16 bytes of bf16, or 8 of FP8 codes): key ps * kKeysPerPass + key_lane,
+  // dimensions dim_lane * 8..
   // It copies them into a stage asynchronously and later reads back only those, so waiting on its own
   // copies is enough. Keys past the split's end, keys the query does not see and dimensions past
   // head_dim are zero-filled.
   auto k_piece = [&](int stage, int ps) {
-    return stages + stage * S::kStageBytes + ((ps * kKeysPerPass + key_lane) * kDim + dim_lane * 8) * 2;
+    return stages + stage * St::kStageBytes + ((ps * kKeysPerPass + key_lane) * kDim + dim_lane * 8) * St::kElem;
   };
+  // FP8: the K scales of a stage's keys, then their V scales (kChunk each).
+  auto scales = [&](int stage) { return reinterpret_cast<float*>(stages + stage * St::kStageBytes + 2 * St::kCodeBytes); };
   auto issue = [&](int chunk0, int stage) {
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
@@ -224,8 +263,18 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
         offset = (slot * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
       }
       uint8_t* k_dst = k_piece(stage, ps);
-      cp_async16(k_dst, p.k_cache + offset, valid);
-      cp_async16(k_dst + kChunk * kDim * 2, p.v_cache + offset, valid);
+      if constexpr (kFp8) {
+        cp_async_small<8>(k_dst, p.k_cache8 + offset, valid);
+        cp_async_small<8>(k_dst + St::kCodeBytes, p.v_cache8 + offset, valid);
+        if (dim_lane == 0) {  // this key's row scales; offset / head_dim is its (slot, kv head) row
+          const int64_t row = valid ? offset / p.head_dim : 0;
+          cp_async_small<4>(scales(stage) + ps * kKeysPerPass + key_lane, p.k_scale + row, valid);
+          cp_async_small<4>(scales(stage) + kChunk + ps * kKeysPerPass + key_lane, p.v_scale + row, valid);
+        }
+      } else {
+        cp_async16(k_dst, p.k_cache + offset, valid);
+        cp_async16(k_dst + St::kCodeBytes, p.v_cache + offset, valid);
+      }
     }
     cp_async_commit();
   };
@@ -258,7 +307,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     for (int ps = 0; ps < kPasses; ++ps) {
       const int k_idx = ps * kKeysPerPass + key_lane;
       const bool seen = chunk0 + k_idx < end && visible(chunk0 + k_idx);
-      score_key<kDim, kGroup>(k_piece(stage, ps), q, seen, dim_lane, k_idx, scores);
+      score_key<kDim, kGroup, kFp8>(k_piece(stage, ps), scales(stage) + k_idx, q, seen, dim_lane, k_idx, scores);
     }
     __syncthreads();
     softmax_chunk<kDim, kGroup>(scores, alpha_s, run_max, run_sum);
@@ -274,7 +323,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
       const int k_idx = ps * kKeysPerPass + key_lane;
-      if (chunk0 + k_idx < end) accumulate_value<kDim, kGroup>(k_piece(stage, ps) + kChunk * kDim * 2, scores, k_idx, acc);
+      if (chunk0 + k_idx < end)
+        accumulate_value<kDim, kGroup, kFp8>(k_piece(stage, ps) + St::kCodeBytes, scales(stage) + kChunk + k_idx, scores,
+                                             k_idx, acc);
     }
     __syncthreads();  // scores and alpha_s are rewritten by the next chunk
   }
@@ -352,19 +403,19 @@ __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParam
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) merge_splits(p, row, int(blockIdx.y), d);
 }
 
-template <int kDim, bool kGeneral>
+template <int kDim, bool kGeneral, bool kFp8>
 void launch_group(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
-  if (group <= 1) launch(decode_attention_kernel<kDim, 1, kGeneral>, grid, kThreads, 0, stream, p);
-  else if (group <= 2) launch(decode_attention_kernel<kDim, 2, kGeneral>, grid, kThreads, 0, stream, p);
-  else if (group <= 4) launch(decode_attention_kernel<kDim, 4, kGeneral>, grid, kThreads, 0, stream, p);
-  else launch(decode_attention_kernel<kDim, 8, kGeneral>, grid, kThreads, 0, stream, p);
+  if (group <= 1) launch(decode_attention_kernel<kDim, 1, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
+  else if (group <= 2) launch(decode_attention_kernel<kDim, 2, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
+  else if (group <= 4) launch(decode_attention_kernel<kDim, 4, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
+  else launch(decode_attention_kernel<kDim, 8, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
 }
 
-template <int kDim>
+template <int kDim, bool kFp8>
 void launch_dim(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
-  if (attention_is_general(p)) launch_group<kDim, true>(p, grid, stream);
-  else launch_group<kDim, false>(p, grid, stream);
+  if (attention_is_general(p)) launch_group<kDim, true, kFp8>(p, grid, stream);
+  else launch_group<kDim, false, kFp8>(p, grid, stream);
 }
 
 }  // namespace
@@ -380,15 +431,15 @@ int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t nu
   int n = 0;
   auto query = [&](auto kernel) { DRIFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0)); };
   if (d == 0) {
-    if (g == 0) query(decode_attention_kernel<64, 1, false>);
-    else if (g == 1) query(decode_attention_kernel<64, 2, false>);
-    else if (g == 2) query(decode_attention_kernel<64, 4, false>);
-    else query(decode_attention_kernel<64, 8, false>);
+    if (g == 0) query(decode_attention_kernel<64, 1, false, false>);
+    else if (g == 1) query(decode_attention_kernel<64, 2, false, false>);
+    else if (g == 2) query(decode_attention_kernel<64, 4, false, false>);
+    else query(decode_attention_kernel<64, 8, false, false>);
   } else {
-    if (g == 0) query(decode_attention_kernel<128, 1, false>);
-    else if (g == 1) query(decode_attention_kernel<128, 2, false>);
-    else if (g == 2) query(decode_attention_kernel<128, 4, false>);
-    else query(decode_attention_kernel<128, 8, false>);
+    if (g == 0) query(decode_attention_kernel<128, 1, false, false>);
+    else if (g == 1) query(decode_attention_kernel<128, 2, false, false>);
+    else if (g == 2) query(decode_attention_kernel<128, 4, false, false>);
+    else query(decode_attention_kernel<128, 8, false, false>);
   }
   n = n > 0 ? n : 1;
   cache[d][g].store(n, std::memory_order_relaxed);
@@ -403,10 +454,11 @@ bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_
 void run_decode_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const dim3 grid(unsigned(p.num_splits), unsigned(p.num_kv_heads), unsigned(p.num_tokens));
+  const bool fp8 = p.k_cache8 != nullptr;
   if (p.head_dim <= 64)
-    launch_dim<64>(p, grid, stream);
+    fp8 ? launch_dim<64, true>(p, grid, stream) : launch_dim<64, false>(p, grid, stream);
   else
-    launch_dim<128>(p, grid, stream);
+    fp8 ? launch_dim<128, true>(p, grid, stream) : launch_dim<128, false>(p, grid, stream);
   if (p.num_splits > 1 && p.split_counters == nullptr) {
     launch(combine_splits_kernel, dim3(unsigned(p.num_tokens), unsigned(p.num_heads)), kThreads, 0, stream, p);
   }

@@ -82,6 +82,11 @@ struct KvWriteParams {
   void* v_cache = nullptr;               // [num_slots, v_row_bytes]
   int64_t num_tokens = 0, num_slots = 0, k_row_bytes = 0, v_row_bytes = 0;
   int64_t k_stride_bytes = 0, v_stride_bytes = 0;
+  // FP8 caches (else null): k and v are bf16 rows of num_heads x head_dim, the caches get e4m3 codes (row
+  // bytes = num_heads * head_dim) and each (token, head) row's amax / 448 goes to its scale (WriteKvParams).
+  float* k_scale = nullptr;              // [num_slots, num_heads]
+  float* v_scale = nullptr;              // [num_slots, num_heads]
+  int32_t num_heads = 0, head_dim = 0;
 };
 void run(const KvWriteParams& p, cudaStream_t stream);
 bool kv_write_wide(const KvWriteParams& p);  // whether rows can move in 16-byte units
@@ -196,6 +201,12 @@ struct AttentionParams {
   // [num_blocks, block_size, num_kv_heads, head_dim], or null: MLA's shared K=V latent (num_kv_heads 1),
   // V the first head_dim_v features of each k_cache row (run_mla_attention)
   const bf16* v_cache = nullptr;
+  // An FP8 cache (GQA only: the decode and prefill kernels): k_cache8 / v_cache8 hold e4m3 codes in the
+  // layout above and k_cache / v_cache are null; a value is code * its (token, kv head) row's scale.
+  const uint8_t* k_cache8 = nullptr;   // [num_blocks, block_size, num_kv_heads, head_dim]
+  const uint8_t* v_cache8 = nullptr;   // [num_blocks, block_size, num_kv_heads, head_dim]
+  const float* k_scale = nullptr;      // [num_blocks, block_size, num_kv_heads]
+  const float* v_scale = nullptr;      // [num_blocks, block_size, num_kv_heads]
   bf16* out = nullptr;                 // [num_tokens, num_heads, head_dim_v]
   const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int32_t* query_start = nullptr;   // [num_seqs + 1]

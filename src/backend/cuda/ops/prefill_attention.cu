@@ -7,11 +7,17 @@
 // its sequence and tile from query_start on the device: the host never reads sequence lengths, so the
 // launch is capturable (contract 11). Keys before a sequence's new tokens (chunked prefill, prefix hits)
 // come from the cache like any others.
+//
+// An FP8 cache (kFp8) is read with plain 8-byte loads of codes, scaled by their row's scale and stored
+// to the same bf16 tiles (one more rounding, to bf16, than the codes themselves carry); the products do
+// not change. The loads are synchronous, so they do not overlap the previous tile's products as cp.async
+// does for bf16.
 #include <climits>
 #include <cmath>
 
 #include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/ops/launch.h"
@@ -174,7 +180,8 @@ __device__ __forceinline__ void accumulate_tile(const PrefillSmem<kDim>& sm, int
 
 // grid: (ceil(num_tokens / tokens_per_tile) + num_seqs, num_kv_heads); block: 128 threads.
 // kGeneral: a tree mask or a view, so each key's visibility is checked (else the chain rule is).
-template <int kDim, bool kGeneral>
+// kFp8: the caches hold e4m3 codes with row scales (k_cache8, v_cache8, k_scale, v_scale).
+template <int kDim, bool kGeneral, bool kFp8>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionParams p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -216,8 +223,15 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
       const bool valid = block >= 0 && c * 8 < p.head_dim;
       int64_t offset = 0;
       if (valid) offset = ((int64_t(block) * p.block_size + key % p.block_size) * p.num_kv_heads + kv_head) * p.head_dim + c * 8;
-      cp_async16(&sm.k[stage][r][c * 8], p.k_cache + offset, valid);
-      cp_async16(&sm.v[stage][r][c * 8], p.v_cache + offset, valid);
+      if constexpr (kFp8) {
+        const int64_t row = offset / p.head_dim;  // the key's (slot, kv head) row
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        store16(&sm.k[stage][r][c * 8], valid ? dequantize_fp8x8(p.k_cache8 + offset, p.k_scale[row]) : zero);
+        store16(&sm.v[stage][r][c * 8], valid ? dequantize_fp8x8(p.v_cache8 + offset, p.v_scale[row]) : zero);
+      } else {
+        cp_async16(&sm.k[stage][r][c * 8], p.k_cache + offset, valid);
+        cp_async16(&sm.v[stage][r][c * 8], p.v_cache + offset, valid);
+      }
     }
     cp_async_commit();
   };
@@ -284,20 +298,26 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   }
 }
 
-template <int kDim, bool kGeneral>
+template <int kDim, bool kGeneral, bool kFp8>
 void launch_kernel(const AttentionParams& p, cudaStream_t stream) {
   constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
-  allow_dynamic_smem<prefill_attention_kernel<kDim, kGeneral>>(kSmem);
+  allow_dynamic_smem<prefill_attention_kernel<kDim, kGeneral, kFp8>>(kSmem);
   const int group = p.num_heads / p.num_kv_heads;
   const int tokens_per_tile = kBlockM / group;
   const dim3 grid(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));
-  launch(prefill_attention_kernel<kDim, kGeneral>, grid, kThreads, kSmem, stream, p);
+  launch(prefill_attention_kernel<kDim, kGeneral, kFp8>, grid, kThreads, kSmem, stream, p);
+}
+
+template <int kDim, bool kFp8>
+void launch_dim(const AttentionParams& p, cudaStream_t stream) {
+  if (attention_is_general(p)) launch_kernel<kDim, true, kFp8>(p, stream);
+  else launch_kernel<kDim, false, kFp8>(p, stream);
 }
 
 template <int kDim>
-void launch_dim(const AttentionParams& p, cudaStream_t stream) {
-  if (attention_is_general(p)) launch_kernel<kDim, true>(p, stream);
-  else launch_kernel<kDim, false>(p, stream);
+void launch_cache(const AttentionParams& p, cudaStream_t stream) {
+  if (p.k_cache8 != nullptr) launch_dim<kDim, true>(p, stream);
+  else launch_dim<kDim, false>(p, stream);
 }
 
 }  // namespace
@@ -310,11 +330,11 @@ bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num
 void run_prefill_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   if (p.head_dim <= 32)
-    launch_dim<32>(p, stream);
+    launch_cache<32>(p, stream);
   else if (p.head_dim <= 64)
-    launch_dim<64>(p, stream);
+    launch_cache<64>(p, stream);
   else
-    launch_dim<128>(p, stream);
+    launch_cache<128>(p, stream);
 }
 
 }  // namespace drift::backend::cuda

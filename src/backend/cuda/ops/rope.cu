@@ -1,6 +1,7 @@
 // rope: rotary embedding of q and k in place, from the fp32 cos/sin table, in fp32 arithmetic; and rope
-// fused with write_kv (one launch per layer instead of two in decode).
+// fused with write_kv (one launch per layer instead of two in decode), into BF16 or FP8 caches.
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
@@ -9,10 +10,21 @@ namespace drift::backend::cuda {
 
 namespace {
 
+// The first warp of the block quantizes one head's row into its FP8 cache slot and scale.
+__device__ __forceinline__ void write_fp8_head(const bf16* row, void* cache, float* scales, int32_t slot, int h,
+                                               int head_dim, int num_heads) {
+  if (threadIdx.x >= 32) return;
+  uint8_t* dst = static_cast<uint8_t*>(cache) + (int64_t(slot) * num_heads + h) * head_dim;
+  const float scale = quantize_row_fp8(row, head_dim, dst);
+  if (threadIdx.x == 0) scales[int64_t(slot) * num_heads + h] = scale;
+}
+
 // grid: (num_tokens, heads); block: 64 threads, one head of one token per block so that a step's
 // rotations all run at once (a decode token's ~40 heads were one block's serial loop, ~10 us).
 // Heads [0, Hq) are q, [Hq, Hq + Hk) k, and with kWriteKv [Hq + Hk, Hq + 2 Hk) v: a k head's rotated
-// values also go straight to its cache slot (and its unrotated tail is copied), a v head is copied.
+// values also go straight to its cache slot (and its unrotated tail is copied), a v head is copied. Into
+// an FP8 cache the first warp quantizes the head's row once the block has rotated it in place (the same
+// bf16 values write_kv would read after rope, so the same codes and scale).
 template <bool kWriteKv>
 __global__ void __launch_bounds__(64) rope_kernel(RotaryParams p, KvWriteParams kv) {
   pdl_launch_dependents();
@@ -27,10 +39,15 @@ __global__ void __launch_bounds__(64) rope_kernel(RotaryParams p, KvWriteParams 
   const float* cos = p.cos_sin + int64_t(rotate ? pos : 0) * p.rotary_dim;
   const float* sin = cos + half;
 
+  const bool fp8 = kWriteKv && kv.k_scale != nullptr;
   if (head >= p.num_q_heads + p.num_k_heads) {  // a v head: copied
     if (!write) return;
     const int h = head - p.num_q_heads - p.num_k_heads;
     const bf16* src = reinterpret_cast<const bf16*>(static_cast<const char*>(kv.v) + t * kv.v_stride_bytes) + h * p.head_dim;
+    if (fp8) {
+      write_fp8_head(src, kv.v_cache, kv.v_scale, slot, h, p.head_dim, kv.num_heads);
+      return;
+    }
     bf16* dst = reinterpret_cast<bf16*>(static_cast<char*>(kv.v_cache) + int64_t(slot) * kv.v_row_bytes) + h * p.head_dim;
     for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) dst[d] = src[d];
     return;
@@ -38,7 +55,7 @@ __global__ void __launch_bounds__(64) rope_kernel(RotaryParams p, KvWriteParams 
   const bool is_q = head < p.num_q_heads;
   const int h = is_q ? head : head - p.num_q_heads;
   bf16* v = is_q ? p.q + t * p.q_row_stride + int64_t(h) * p.head_dim : p.k + t * p.k_row_stride + int64_t(h) * p.head_dim;
-  bf16* cache = write && !is_q
+  bf16* cache = write && !is_q && !fp8
                     ? reinterpret_cast<bf16*>(static_cast<char*>(kv.k_cache) + int64_t(slot) * kv.k_row_bytes) + h * p.head_dim
                     : nullptr;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
@@ -60,6 +77,10 @@ __global__ void __launch_bounds__(64) rope_kernel(RotaryParams p, KvWriteParams 
   }
   if (cache != nullptr)
     for (int d = p.rotary_dim + threadIdx.x; d < p.head_dim; d += blockDim.x) cache[d] = v[d];
+  if (write && !is_q && fp8) {
+    __syncthreads();  // the row's rotated values, written by the whole block, are read back below
+    write_fp8_head(v, kv.k_cache, kv.k_scale, slot, h, p.head_dim, kv.num_heads);
+  }
 }
 
 }  // namespace
@@ -73,8 +94,9 @@ void run(const RotaryParams& p, cudaStream_t stream) {
 }
 
 bool rope_write_kv_supported(const RotaryParams& p, const KvWriteParams& kv) {
-  // The fused kernel writes bf16 rows laid out [heads, head_dim] in the cache.
-  const int64_t row = int64_t(p.num_k_heads) * p.head_dim * 2;
+  // The fused kernel writes bf16 rows, or e4m3 codes, laid out [heads, head_dim] in the cache.
+  const int64_t row = int64_t(p.num_k_heads) * p.head_dim * (kv.k_scale != nullptr ? 1 : 2);
+  if (kv.k_scale != nullptr && (kv.num_heads != p.num_k_heads || kv.head_dim != p.head_dim)) return false;
   return p.k == kv.k && kv.k_row_bytes == row && (kv.v == nullptr || kv.v_row_bytes == row);
 }
 

@@ -1,0 +1,24 @@
+#include "model/layers/paged_kv_cache.h"
+
+#include <vector>
+
+namespace drift::model {
+
+PagedKvCache PagedKvCache::allocate(backend::Ops& ops, DType dtype, int32_t num_blocks, int32_t block_size,
+                                    int64_t heads, int64_t width) {
+  PagedKvCache c;
+  c.values = ops.alloc(dtype, {num_blocks, block_size, heads, width});
+  if (dtype != DType::kF8E4M3) return c;
+  c.scales = ops.alloc(DType::kF32, {num_blocks, block_size, heads});
+  const std::vector<float> zeros(size_t(c.scales.view.numel()), 0.0f);
+  ops.copy_from_host(c.scales.view, zeros.data());
+  ops.synchronize();  // `zeros` is freed on return
+  return c;
+}
+
+void PagedKvCache::move_rows(backend::Ops& ops, const KvRowMoves& moves, const Tensor& scratch) const {
+  move_cache_rows(ops, values.view, moves, scratch);
+  if (scales.view.defined()) move_cache_rows(ops, scales.view, moves, scratch);
+}
+
+}  // namespace drift::model
