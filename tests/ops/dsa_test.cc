@@ -323,6 +323,8 @@ std::vector<IndexerCase> indexer_cases() {
       IndexerCase{.name = "tree_with_chain", .top_k = 64, .window = 6, .seqs = {{500, 12, kSmallTree}, {300, 1}}},
       IndexerCase{.name = "tree_window_into_context", .top_k = 64, .window = 16, .seqs = {{300, 12, kSmallTree}}},
       IndexerCase{.name = "tree_two_mask_words", .top_k = 96, .seqs = {{400, 45, random_tree(45, 7)}, {64, 2}}},
+    // A chain of more new tokens than the mask's bits beside a tree: past them its rows see as a chain.
+    IndexerCase{.name = "tree_beside_long_chain", .top_k = 64, .seqs = {{200, 12, kSmallTree}, {150, 70}}},
       // Tree queries that see at most top_k positions although their context is longer than top_k.
       IndexerCase{.name = "tree_sees_few", .top_k = 64, .seqs = {{90, 40, random_tree(40, 3)}}}};
 }

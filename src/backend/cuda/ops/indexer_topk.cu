@@ -367,8 +367,9 @@ __device__ void write_selected(int32_t* out, int top_k, int span, const SelectSm
       const int b = __ffs(int(bits)) - 1;
       const uint32_t below = (1u << b) - 1u;
       const int equal_before = e_base + __popc(em & below);
-      if (((am >> b) & 1u) != 0u || equal_before < take)
-        out[a_base + __popc(am & below) + min(equal_before, take)] = step * 32 + b;
+      const int at = a_base + __popc(am & below) + min(equal_before, take);
+      // at < top_k unless the histogram and the keys disagree (a scratch whose histograms were not zero).
+      if ((((am >> b) & 1u) != 0u || equal_before < take) && at < top_k) out[at] = step * 32 + b;
     }
     run_above += __shfl_sync(0xffffffffu, a_incl, 31);
     run_equal += __shfl_sync(0xffffffffu, e_incl, 31);
