@@ -36,9 +36,9 @@ constexpr int kScoreThreads = 128;
 constexpr int kTileRows = 8;          // query rows sharing each key read
 constexpr int kChunkPositions = 256;  // positions a scoring CTA takes at a time (two a thread)
 constexpr int kMaxFeatures = 1024;    // heads * padded dim: the tile's queries fit 32 KB of shared memory
-constexpr int kSelectThreads = 512;
+constexpr int kSelectThreads = 1024;
 constexpr int kSelectWarps = kSelectThreads / 32;
-constexpr int kPassKeys = 8192;       // keys a selection pass has in flight at a time (16 a thread)
+constexpr int kPassKeys = 16384;      // keys a selection pass has in flight at a time (16 a thread)
 constexpr int kMaxCandidates = 4096;  // keys of the top_k-th key's bin gathered in shared memory
 constexpr uint32_t kForced = 0xffffffffu;
 
