@@ -33,6 +33,7 @@ struct Shape {
   int64_t heads = 32, kv_heads = 8, head_dim = 128, block_size = 16;
   int64_t index_heads = 4, index_dim = 32;
   int32_t top_k = 2048, sinks = 4, window = 16;
+  int64_t max_context = 0;  // the indexer scratch's positions (DsaScratch: the model's); 0: the context
 };
 
 struct Timing {
@@ -78,7 +79,8 @@ Step make_step(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t con
   st.positions = upload_i32(ops, std::vector<int32_t>(size_t(batch), int32_t(context - 1)), {batch});
   st.selected = ops.alloc(DType::kI32, {batch, s.top_k});
   // As DsaScratch allocates it: up to 64 queries' scores at once, zeroed.
-  st.scratch = ops.alloc(DType::kU32, {std::min<int64_t>(batch, 64), context + backend::kIndexerHistogramBins});
+  const int64_t width = std::max(s.max_context, context);
+  st.scratch = ops.alloc(DType::kU32, {std::min<int64_t>(batch, 64), width + backend::kIndexerHistogramBins});
   DRIFT_CUDA_CHECK(cudaMemsetAsync(st.scratch.view.data, 0, st.scratch.view.nbytes(), ops.stream()));
   ops.synchronize();
   return st;
@@ -141,6 +143,7 @@ int run(int argc, char** argv) {
   app.add_option("--index-heads", s.index_heads, "indexer heads");
   app.add_option("--index-dim", s.index_dim, "indexer key features");
   app.add_option("--block-size", s.block_size, "tokens per KV block");
+  app.add_option("--max-context", s.max_context, "positions the indexer's scratch holds (as a model's, e.g. 131072)");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -158,10 +161,11 @@ int run(int argc, char** argv) {
   const Ceilings ceil = measure_ceilings(ops);
   std::mt19937 rng(7);
   std::string table = fmt::format(
-      "GPU: {} | copy {:.2f} TB/s | {} heads over {} kv heads x {} (bf16), block {} | indexer {} x {}, top_k {}\n\n"
+      "GPU: {} | copy {:.2f} TB/s | {} heads over {} kv heads x {} (bf16), block {} | indexer {} x {}, top_k {}, "
+      "scratch positions {} (0: the context)\n\n"
       "| batch | context | kernel | us | MB moved | limit us | limit / time |\n|---:|---:|---|---:|---:|---:|---:|\n",
       prop.name, ceil.bandwidth * 1e-12, s.heads, s.kv_heads, s.head_dim, s.block_size, s.index_heads, s.index_dim,
-      s.top_k);
+      s.top_k, s.max_context);
   std::string speedups;
   for (size_t i = 0; i < batches.size(); ++i) {
     const Row r = measure(ops, s, batches[i], contexts[i], rng);
