@@ -1,5 +1,9 @@
 #include "ceilings.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
 #include "base/dtype.h"
 
 namespace drift::bench {
@@ -12,6 +16,21 @@ std::vector<uint16_t> random_bf16(size_t n, uint64_t seed) {
     e = f32_to_bf16((float(x >> 40) / float(1ull << 24) - 0.5f) * 0.1f);
   }
   return v;
+}
+
+void print_table(const std::string& table, const std::string& markdown) {
+  std::printf("\n%s", table.c_str());
+  if (!markdown.empty()) std::ofstream(markdown) << table;
+}
+
+void fill_random_bf16(backend::CudaOps& ops, const Tensor& t, uint64_t seed) {
+  const size_t total = t.nbytes(), tile = std::min<size_t>(total, size_t(64) << 20);
+  const std::vector<uint16_t> pattern = random_bf16(tile / 2, seed);
+  ops.copy_from_host(Tensor(t.data, DType::kBF16, {int64_t(tile / 2)}, Device::kCuda), pattern.data());
+  auto* base = static_cast<uint8_t*>(t.data);
+  for (size_t done = tile; done < total; done += tile)
+    DRIFT_CUDA_CHECK(cudaMemcpyAsync(base + done, base, std::min(tile, total - done), cudaMemcpyDeviceToDevice, ops.stream()));
+  ops.synchronize();
 }
 
 Ceilings measure_ceilings(backend::CudaOps& ops) {

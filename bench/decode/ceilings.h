@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -23,6 +24,12 @@ Ceilings measure_ceilings(backend::CudaOps& ops);
 
 // Values uniform in [-0.05, 0.05) as bf16 bits, from a seeded xorshift.
 std::vector<uint16_t> random_bf16(size_t n, uint64_t seed);
+
+// Prints a benchmark's table, and writes it to the file `markdown` too unless that is empty.
+void print_table(const std::string& table, const std::string& markdown);
+
+// Fills a bf16 tensor on the GPU with random_bf16 values: a pattern of up to 64 MiB tiled over it.
+void fill_random_bf16(backend::CudaOps& ops, const Tensor& t, uint64_t seed);
 
 // Median seconds of `body` over `reps` runs after `warmup`, timed with CUDA events on `stream`.
 template <class F>

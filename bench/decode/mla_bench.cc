@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -47,13 +46,7 @@ struct MlaRow {
 // A latent cache of `blocks` blocks, random bf16 everywhere.
 backend::Buffer random_cache(backend::CudaOps& ops, const Geometry& g, int64_t blocks, int64_t block_size) {
   backend::Buffer cache = ops.alloc(DType::kBF16, {blocks, block_size, 1, g.width});
-  const size_t total = cache.view.nbytes(), tile = std::min<size_t>(total, size_t(64) << 20);
-  const std::vector<uint16_t> pattern = random_bf16(tile / 2, 5);
-  ops.copy_from_host(Tensor(cache.view.data, DType::kBF16, {int64_t(tile / 2)}, Device::kCuda), pattern.data());
-  auto* base = static_cast<uint8_t*>(cache.view.data);
-  for (size_t done = tile; done < total; done += tile)
-    DRIFT_CUDA_CHECK(cudaMemcpyAsync(base + done, base, std::min(tile, total - done), cudaMemcpyDeviceToDevice, ops.stream()));
-  ops.synchronize();
+  fill_random_bf16(ops, cache.view, 5);
   return cache;
 }
 
@@ -161,8 +154,7 @@ int run(int argc, char** argv) {
                     100.0 * bandwidth / ceil.bandwidth, r.us_cuda_cores);
         std::fflush(stdout);
       }
-  std::printf("\n%s", table.c_str());
-  if (!markdown.empty()) std::ofstream(markdown) << table;
+  print_table(table, markdown);
   return 0;
 }
 

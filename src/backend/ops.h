@@ -90,8 +90,14 @@ struct IndexerTopkParams {
   Tensor q_positions;   // [num_tokens] int32: chains' cache positions (unused with tree_mask)
   Tensor tree_mask;     // [num_tokens, mask_words] uint32 as PagedAttentionParams', or undefined (chains)
   Tensor selected;      // out [num_tokens, top_k] int32: cache positions, ascending, then -1
+  // [score_rows, max_context + kIndexerHistogramBins] uint32 backend scratch, allocated at load and zeroed
+  // once: the CUDA backend keeps the ordered scores of up to score_rows queries at a time there with a
+  // histogram per query, and leaves the histograms zero after each call; the CPU backend ignores it.
+  // max_context bounds the positions a query may see (longer contexts are not scored).
+  Tensor scratch;
   int32_t sink_tokens = 0, local_window = 1;
 };
+inline constexpr int64_t kIndexerHistogramBins = 4096;
 
 // Attention of each new token over exactly the positions `selected` lists (IndexerTopkParams' output),
 // read through the attention group's block table. K/V layouts as PagedAttentionParams (a shared K=V latent
@@ -188,6 +194,7 @@ struct AttentionShape {
   int32_t sliding_window = 0;
   DType kv_dtype = DType::kBF16;
   int32_t sparse_top_k = 0;    // DSA-lite: attention over indexer_topk's positions (sparse_paged_attention)
+  int64_t index_heads = 0, index_dim = 0;  // DSA-lite's indexer (IndexerTopkParams::q's last two sizes)
 };
 
 // What a mixture-of-experts layer asks of a backend.

@@ -101,7 +101,11 @@ backend::AttentionShape attention_shape(const weights::ModelConfig& c, const Lay
     s.num_kv_heads = c.num_kv_heads;
     s.head_dim = s.head_dim_v = c.head_dim;
   }
-  if (layer.index_group >= 0) s.sparse_top_k = c.retrofit->dsa_lite->top_k;
+  if (layer.index_group >= 0) {
+    s.sparse_top_k = c.retrofit->dsa_lite->top_k;
+    s.index_heads = c.retrofit->dsa_lite->index_heads;
+    s.index_dim = c.retrofit->dsa_lite->index_dim;
+  }
   return s;
 }
 

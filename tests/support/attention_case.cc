@@ -44,20 +44,6 @@ int32_t position_of(const KeySeq& s, int32_t i) {
   return s.parents.empty() ? tree_start + i : tree_start + depth_of(s, i);
 }
 
-std::vector<float> normal_values(size_t n, float stddev, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<float> v(n);
-  for (float& x : v) {
-    // Rounded to bf16 so that a bf16 backend sees exactly the same values.
-    uint32_t bits;
-    float f = normal(rng);
-    std::memcpy(&bits, &f, 4);
-    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-    std::memcpy(&x, &bits, 4);
-  }
-  return v;
-}
-
 template <class T>
 backend::Buffer upload(backend::Ops& ops, DType dtype, const std::vector<T>& v, std::initializer_list<int64_t> shape) {
   backend::Buffer b = ops.alloc(dtype, shape);
@@ -79,6 +65,20 @@ std::vector<int32_t> random_tree(int32_t n, uint64_t seed) {
   std::vector<int32_t> parents{-1};
   for (int32_t i = 1; i < n; ++i) parents.push_back(int32_t(rng() % uint64_t(i)));
   return parents;
+}
+
+std::vector<float> normal_values(size_t n, float stddev, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    // Rounded to bf16 so that a bf16 backend sees exactly the same values.
+    uint32_t bits;
+    float f = normal(rng);
+    std::memcpy(&bits, &f, 4);
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(&x, &bits, 4);
+  }
+  return v;
 }
 
 std::vector<KeyCase> key_cases() {

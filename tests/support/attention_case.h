@@ -43,6 +43,8 @@ struct KeyInputs {
   std::vector<std::vector<int32_t>> full_tables;       // every logical block of each sequence (the reference's)
 };
 
+// n values drawn from Normal(0, stddev) and rounded to bf16, so a bf16 backend sees exactly the same values.
+std::vector<float> normal_values(size_t n, float stddev, std::mt19937_64& rng);
 // A random draft tree of n tokens (each parent earlier than its child), from `seed`.
 std::vector<int32_t> random_tree(int32_t n, uint64_t seed);
 // The cases both test files run: chains with explicit positions, trees of one and two mask words mixed

@@ -361,53 +361,72 @@ void CudaOps::rope_write_kv(const Tensor& q, const Tensor& positions, const Rope
   cuda::run(rotary_params(q, kv.k, positions, rope), kv_write_params(kv), stream_);
 }
 
+cuda::AttentionParams cuda::cache_attention_params(const CacheAttention& c, const char* op) {
+  auto name = [&](const char* tensor) { return fmt::format("{} {}", op, tensor); };
+  check_dtype(c.q, DType::kBF16, name("q").c_str());
+  const bool latent = !c.v_cache.defined();  // MLA: V is the first out.size(2) features of each k_cache row
+  const bool fp8 = c.k_cache.dtype == DType::kF8E4M3;
+  DRIFT_CHECK(!(fp8 && latent), "cuda {}: no kernel reads an FP8 latent (MLA) cache yet", op);
+  const DType cache_dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
+  check_dtype(c.k_cache, cache_dtype, name("k_cache").c_str());
+  if (!latent) check_dtype(c.v_cache, cache_dtype, name("v_cache").c_str());
+  if (fp8) {
+    check_dtype(c.k_scale, DType::kF32, name("k_scale").c_str());
+    check_dtype(c.v_scale, DType::kF32, name("v_scale").c_str());
+    const int64_t rows = c.k_cache.numel() / c.k_cache.size(3);
+    DRIFT_CHECK(c.k_scale.numel() == rows && c.v_scale.numel() == rows,
+                "cuda {}: FP8 cache {} needs a scale per row, got {} and {}", op, c.k_cache.describe(),
+                c.k_scale.describe(), c.v_scale.describe());
+  }
+  check_dtype(c.out, DType::kBF16, name("out").c_str());
+  check_dtype(c.block_tables, DType::kI32, name("block_tables").c_str());
+  check_dtype(c.query_start, DType::kI32, name("query_start").c_str());
+  const int32_t num_tokens = int32_t(c.q.size(0)), num_heads = int32_t(c.q.size(1)), head_dim = int32_t(c.q.size(2));
+  const int32_t num_seqs = int32_t(c.query_start.numel()) - 1;
+  const int32_t head_dim_v = latent ? int32_t(c.out.size(-1)) : head_dim;
+  DRIFT_CHECK_EQ(c.k_cache.size(3), int64_t(head_dim));
+  if (latent) {
+    DRIFT_CHECK(c.k_cache.size(2) == 1 && head_dim_v <= head_dim,
+                "cuda {}: a latent cache {} (one row per token) read as values of width {}", op,
+                c.k_cache.describe(), head_dim_v);
+  } else {
+    DRIFT_CHECK_EQ(c.v_cache.size(3), int64_t(head_dim));  // head_dim_v != head_dim: not on this backend yet
+  }
+  DRIFT_CHECK_EQ(c.out.numel(), int64_t(num_tokens) * num_heads * head_dim_v);
+  DRIFT_CHECK(c.q_row_stride == 0 || c.q_row_stride >= int64_t(num_heads) * head_dim,
+              "cuda {}: q row stride {} under a row of {} heads x {}", op, c.q_row_stride, num_heads, head_dim);
+  DRIFT_CHECK_EQ(c.block_tables.size(0), int64_t(num_seqs));
+  return {.q = bf16_ptr(c.q), .k_cache = fp8 ? nullptr : bf16_ptr(c.k_cache),
+          .v_cache = latent || fp8 ? nullptr : bf16_ptr(c.v_cache),
+          .k_cache8 = fp8 ? c.k_cache.data_as<uint8_t>() : nullptr, .v_cache8 = fp8 ? c.v_cache.data_as<uint8_t>() : nullptr,
+          .k_scale = fp8 ? c.k_scale.data_as<float>() : nullptr, .v_scale = fp8 ? c.v_scale.data_as<float>() : nullptr,
+          .out = bf16_mut(c.out), .block_tables = i32_ptr(c.block_tables), .query_start = i32_ptr(c.query_start),
+          .q_row_stride = c.q_row_stride > 0 ? c.q_row_stride : int64_t(num_heads) * head_dim,
+          .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
+          .num_kv_heads = int32_t(c.k_cache.size(2)), .head_dim = head_dim, .head_dim_v = head_dim_v,
+          .block_size = int32_t(c.k_cache.size(1)), .max_blocks_per_seq = int32_t(c.block_tables.size(1)),
+          .num_splits = 1, .scale = c.scale};
+}
+
 namespace {
 
 // Shape and dtype checks of paged_attention, then its kernel parameters (num_splits 1).
 cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
-  check_dtype(p.q, DType::kBF16, "paged_attention q");
-  const bool latent = !p.v_cache.defined();  // MLA: V is the first out.size(2) features of each k_cache row
-  const bool fp8 = p.k_cache.dtype == DType::kF8E4M3;
-  DRIFT_CHECK(!(fp8 && latent), "cuda paged_attention: no kernel reads an FP8 latent (MLA) cache yet");
-  const DType cache_dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
-  check_dtype(p.k_cache, cache_dtype, "paged_attention k_cache");
-  if (!latent) check_dtype(p.v_cache, cache_dtype, "paged_attention v_cache");
-  if (fp8) {
-    check_dtype(p.k_scale, DType::kF32, "paged_attention k_scale");
-    check_dtype(p.v_scale, DType::kF32, "paged_attention v_scale");
-    const int64_t rows = p.k_cache.numel() / p.k_cache.size(3);
-    DRIFT_CHECK(p.k_scale.numel() == rows && p.v_scale.numel() == rows,
-                "cuda paged_attention: FP8 cache {} needs a scale per row, got {} and {}", p.k_cache.describe(),
-                p.k_scale.describe(), p.v_scale.describe());
-  }
-  check_dtype(p.out, DType::kBF16, "paged_attention out");
-  check_dtype(p.block_tables, DType::kI32, "paged_attention block_tables");
-  check_dtype(p.query_start, DType::kI32, "paged_attention query_start");
+  cuda::AttentionParams a = cuda::cache_attention_params(
+      {.q = p.q, .k_cache = p.k_cache, .v_cache = p.v_cache, .out = p.out, .block_tables = p.block_tables,
+       .query_start = p.query_start, .k_scale = p.k_scale, .v_scale = p.v_scale, .q_row_stride = p.q_row_stride,
+       .scale = p.scale},
+      "paged_attention");
   check_dtype(p.context_lens, DType::kI32, "paged_attention context_lens");
-  const int32_t num_tokens = int32_t(p.q.size(0)), num_heads = int32_t(p.q.size(1)), head_dim = int32_t(p.q.size(2));
-  const int32_t num_seqs = int32_t(p.context_lens.numel());
-  const int32_t head_dim_v = latent ? int32_t(p.out.size(-1)) : head_dim;
-  DRIFT_CHECK_EQ(p.k_cache.size(3), int64_t(head_dim));
-  if (latent) {
-    DRIFT_CHECK(p.k_cache.size(2) == 1 && head_dim_v <= head_dim,
-                "cuda paged_attention: a latent cache {} (one row per token) read as values of width {}",
-                p.k_cache.describe(), head_dim_v);
-  } else {
-    DRIFT_CHECK_EQ(p.v_cache.size(3), int64_t(head_dim));  // head_dim_v != head_dim: not on this backend yet
-  }
-  DRIFT_CHECK_EQ(p.out.numel(), int64_t(num_tokens) * num_heads * head_dim_v);
-  DRIFT_CHECK(p.q_row_stride == 0 || p.q_row_stride >= int64_t(num_heads) * head_dim,
-              "cuda paged_attention: q row stride {} under a row of {} heads x {}", p.q_row_stride, num_heads, head_dim);
-  DRIFT_CHECK_EQ(p.query_start.numel(), int64_t(num_seqs) + 1);
-  DRIFT_CHECK_EQ(p.block_tables.size(0), int64_t(num_seqs));
+  DRIFT_CHECK_EQ(p.context_lens.numel(), int64_t(a.num_seqs));
   if (p.sinks.defined()) check_dtype(p.sinks, DType::kF32, "paged_attention sinks");
   if (p.q_positions.defined()) {
     check_dtype(p.q_positions, DType::kI32, "paged_attention q_positions");
-    DRIFT_CHECK_EQ(p.q_positions.numel(), int64_t(num_tokens));
+    DRIFT_CHECK_EQ(p.q_positions.numel(), int64_t(a.num_tokens));
   }
   if (p.tree_mask.defined()) {
     check_dtype(p.tree_mask, DType::kU32, "paged_attention tree_mask");
-    DRIFT_CHECK_EQ(p.tree_mask.size(0), int64_t(num_tokens));
+    DRIFT_CHECK_EQ(p.tree_mask.size(0), int64_t(a.num_tokens));
   }
   DRIFT_CHECK(p.block_positions.defined() == p.view_blocks.defined(),
               "cuda paged_attention: block_positions and view_blocks come together");
@@ -415,27 +434,22 @@ cuda::AttentionParams attention_params(const PagedAttentionParams& p) {
     check_dtype(p.block_positions, DType::kI32, "paged_attention block_positions");
     check_dtype(p.view_blocks, DType::kI32, "paged_attention view_blocks");
     DRIFT_CHECK_EQ(p.block_positions.numel(), p.block_tables.numel());
-    DRIFT_CHECK_EQ(p.view_blocks.numel(), int64_t(num_seqs));
+    DRIFT_CHECK_EQ(p.view_blocks.numel(), int64_t(a.num_seqs));
   }
-  return {.q = bf16_ptr(p.q), .k_cache = fp8 ? nullptr : bf16_ptr(p.k_cache),
-          .v_cache = latent || fp8 ? nullptr : bf16_ptr(p.v_cache),
-          .k_cache8 = fp8 ? p.k_cache.data_as<uint8_t>() : nullptr, .v_cache8 = fp8 ? p.v_cache.data_as<uint8_t>() : nullptr,
-          .k_scale = fp8 ? p.k_scale.data_as<float>() : nullptr, .v_scale = fp8 ? p.v_scale.data_as<float>() : nullptr,
-          .out = bf16_mut(p.out),
-          .block_tables = i32_ptr(p.block_tables), .query_start = i32_ptr(p.query_start),
-          .context_lens = i32_ptr(p.context_lens),
-          .q_positions = p.q_positions.defined() ? i32_ptr(p.q_positions) : nullptr,
-          .tree_mask = p.tree_mask.defined() ? p.tree_mask.data_as<uint32_t>() : nullptr,
-          .block_positions = p.block_positions.defined() ? i32_ptr(p.block_positions) : nullptr,
-          .view_blocks = p.view_blocks.defined() ? i32_ptr(p.view_blocks) : nullptr,
-          .sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr,
-          .q_row_stride = p.q_row_stride > 0 ? p.q_row_stride : int64_t(num_heads) * head_dim,
-          .num_tokens = num_tokens, .num_seqs = num_seqs, .num_heads = num_heads,
-          .num_kv_heads = int32_t(p.k_cache.size(2)), .head_dim = head_dim, .head_dim_v = head_dim_v,
-          .block_size = int32_t(p.k_cache.size(1)),
-          .max_blocks_per_seq = int32_t(p.block_tables.size(1)),
-          .mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0, .num_splits = 1, .scale = p.scale,
-          .sliding_window = p.sliding_window};
+  a.context_lens = i32_ptr(p.context_lens);
+  a.q_positions = p.q_positions.defined() ? i32_ptr(p.q_positions) : nullptr;
+  a.tree_mask = p.tree_mask.defined() ? p.tree_mask.data_as<uint32_t>() : nullptr;
+  a.block_positions = p.block_positions.defined() ? i32_ptr(p.block_positions) : nullptr;
+  a.view_blocks = p.view_blocks.defined() ? i32_ptr(p.view_blocks) : nullptr;
+  a.sinks = p.sinks.defined() ? p.sinks.data_as<float>() : nullptr;
+  a.mask_words = p.tree_mask.defined() ? int32_t(p.tree_mask.size(1)) : 0;
+  a.sliding_window = p.sliding_window;
+  return a;
+}
+
+// The most keys one query of the step may attend to: its list (sparse), else its table's slots.
+int64_t most_keys(const cuda::AttentionParams& a) {
+  return a.selected != nullptr ? int64_t(a.top_k) : int64_t(a.max_blocks_per_seq) * a.block_size;
 }
 
 }  // namespace
@@ -449,7 +463,7 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   // the workspace holds. Only shapes decide: the launch stays capturable.
   const int64_t ctas = int64_t(a.num_tokens) * a.num_kv_heads;
   const int64_t slots = int64_t(num_sms_) * cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads, a.num_kv_heads);
-  const int64_t max_keys = int64_t(a.max_blocks_per_seq) * a.block_size;
+  const int64_t max_keys = most_keys(a);
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim + 2);
   int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, 64);
   max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
@@ -475,7 +489,7 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   const int64_t heads_per_cta = cuda::mla_attention_heads_per_cta(kernel);
   const int64_t ctas = int64_t(a.num_tokens) * ((a.num_heads + heads_per_cta - 1) / heads_per_cta);
   const int64_t slots = int64_t(num_sms_) * cuda::mla_attention_ctas_per_sm(kernel);
-  const int64_t max_keys = int64_t(a.max_blocks_per_seq) * a.block_size;
+  const int64_t max_keys = most_keys(a);
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim_v + 2);
   const int64_t max_splits = std::max<int64_t>(
       1, std::min<int64_t>({(max_keys + 63) / 64, cuda::kMlaMaxSplits,
@@ -494,8 +508,9 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   return int32_t(splits);
 }
 
-void CudaOps::paged_attention(const PagedAttentionParams& p) {
-  cuda::AttentionParams a = attention_params(p);
+void CudaOps::paged_attention(const PagedAttentionParams& p) { launch_attention(attention_params(p)); }
+
+void CudaOps::launch_attention(cuda::AttentionParams a) {
   if (a.num_tokens == 0) return;
   if (a.v_cache == nullptr && a.v_cache8 == nullptr) {  // MLA's shared latent
     DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
@@ -513,8 +528,13 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
   const bool prefill_ok = cuda::prefill_attention_supports(a.head_dim, a.num_heads, a.num_kv_heads);
   DRIFT_CHECK(decode_ok || prefill_ok, "cuda paged_attention: head_dim {} with {} heads over {} kv heads is not supported",
               a.head_dim, a.num_heads, a.num_kv_heads);
-  // One new token per sequence (decode), or a shape only the per-token kernel covers: split-KV decoding.
-  if (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok)) return cuda::run_prefill_attention(a, stream_);
+  DRIFT_CHECK(a.selected == nullptr || decode_ok,
+              "cuda sparse_paged_attention: head_dim {} with {} heads over {} kv heads is not supported", a.head_dim,
+              a.num_heads, a.num_kv_heads);
+  // One new token per sequence (decode), a sparse step (each query its own keys), or a shape only the
+  // per-token kernel covers: split-KV decoding.
+  const bool prefill = a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok));
+  if (prefill) return cuda::run_prefill_attention(a, stream_);
   a.num_splits = decode_splits(a);
   if (a.num_splits > 1) {
     a.partial_out = static_cast<float*>(attention_workspace_.get());
@@ -571,8 +591,20 @@ Status CudaOps::check_attention(const AttentionShape& s) {
     return unsupported(fmt::format("an F8_E4M3 KV cache on cuda needs head_dim a multiple of 8 up to 128 and at most "
                                    "8 query heads per kv head; this layer has head_dim {}, {} heads over {} kv heads",
                                    s.head_dim, s.num_heads, s.num_kv_heads));
-  if (s.sparse_top_k > 0)
-    return unsupported("the cuda backend has no sparse attention kernel (DSA-lite) yet; run it on the cpu backend");
+  if (s.sparse_top_k > 0 && s.kv_dtype != DType::kBF16)
+    return unsupported("the cuda sparse attention (DSA-lite) reads a BF16 KV cache; use --kv-cache-dtype bf16");
+  if (s.sparse_top_k > 0 && !cuda::indexer_supports(int32_t(s.index_heads), int32_t(s.index_dim)))
+    return unsupported(fmt::format("the cuda DSA-lite indexer takes keys of a multiple of 8 features up to 128 and "
+                                   "heads x features up to 1024; this layer's indexer has {} heads of {}",
+                                   s.index_heads, s.index_dim));
+  if (s.sparse_top_k > 0 && (s.sinks || s.sliding_window > 0))
+    return unsupported("the cuda sparse attention (DSA-lite) takes no sink logits and no sliding window");
+  if (s.sparse_top_k > 0 && !s.shared_kv &&
+      !cuda::decode_attention_supports(int32_t(s.head_dim), int32_t(s.num_heads), int32_t(s.num_kv_heads)))
+    return unsupported(fmt::format("the cuda sparse attention (DSA-lite) takes head_dim a multiple of 8 up to 128 and "
+                                   "at most 8 query heads per kv head; this layer has head_dim {}, {} heads over {} "
+                                   "kv heads",
+                                   s.head_dim, s.num_heads, s.num_kv_heads));
   if (s.shared_kv) {
     if (!cuda::mla_attention_supports(int32_t(s.head_dim), int32_t(s.head_dim_v), int32_t(s.num_kv_heads)))
       return unsupported(fmt::format("the cuda latent attention (MLA) takes one latent row per token of a width that "

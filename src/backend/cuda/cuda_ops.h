@@ -79,6 +79,10 @@ class CudaOps final : public Ops {
   using Ops::write_kv;
   void write_kv(const WriteKvParams& p) override;
   void paged_attention(const PagedAttentionParams& p) override;
+  // DSA-lite (cuda_dsa.cc): the indexer's scoring and radix-select kernels, and attention over the chosen
+  // positions on the decode kernel (GQA caches) or the latent kernels (a shared latent).
+  void indexer_topk(const IndexerTopkParams& p) override;
+  void sparse_paged_attention(const SparseAttentionParams& p) override;
   void rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rope, const WriteKvParams& kv) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& gate_up,
                        const Tensor& act) override;
@@ -109,6 +113,9 @@ class CudaOps final : public Ops {
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
 
  private:
+  // Queues attention with checked parameters: the latent kernels (v_cache null), else split-KV decoding
+  // (one token per sequence, or a sparse step) or the tensor-core prefill kernel.
+  void launch_attention(cuda::AttentionParams a);
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.

@@ -1,5 +1,8 @@
 #include "model/layers/dsa_indexer.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "base/check.h"
 
 namespace drift::model {
@@ -7,13 +10,18 @@ namespace drift::model {
 DsaIndexerSpec dsa_indexer_spec(const weights::ModelConfig& c) {
   const weights::DsaLiteConfig& d = *c.retrofit->dsa_lite;
   return {.hidden = c.hidden_size, .heads = d.index_heads, .dim = d.index_dim, .top_k = d.top_k,
-          .sink_tokens = d.sink_tokens, .local_window = d.local_window};
+          .sink_tokens = d.sink_tokens, .local_window = d.local_window,
+          .max_context = c.rope_positions > 0 ? c.rope_positions : c.max_position_embeddings};
 }
 
 DsaScratch DsaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const DsaIndexerSpec& s) {
   const DType t = ops.compute_dtype();
+  const int64_t rows = std::max<int64_t>(1, std::min(max_tokens, kScoreRows));
+  backend::Buffer scratch = ops.alloc(DType::kU32, {rows, s.max_context + backend::kIndexerHistogramBins});
+  ops.copy_from_host(scratch.view, std::vector<uint32_t>(size_t(scratch.view.numel()), 0u).data());
   return {.q = ops.alloc(t, {max_tokens, s.heads * s.dim}), .weights = ops.alloc(t, {max_tokens, s.heads}),
-          .k = ops.alloc(t, {max_tokens, s.dim}), .selected = ops.alloc(DType::kI32, {max_tokens, s.top_k})};
+          .k = ops.alloc(t, {max_tokens, s.dim}), .selected = ops.alloc(DType::kI32, {max_tokens, s.top_k}),
+          .scratch = std::move(scratch)};
 }
 
 Expected<DsaIndexer> DsaIndexer::load(WeightLoader& loader, const std::string& prefix, const DsaIndexerSpec& spec) {
@@ -43,8 +51,8 @@ Tensor DsaIndexer::select(backend::Ops& ops, const ForwardContext& ctx, const Te
   ops.indexer_topk({.q = q.view({n, spec_.heads, spec_.dim}), .head_weights = w, .k_cache = cache_.view,
                     .block_tables = kv.block_tables, .query_start = ctx.query_start,
                     .context_lens = ctx.context_lens, .q_positions = ctx.positions, .tree_mask = ctx.tree_mask,
-                    .selected = selected,
-                    .sink_tokens = spec_.sink_tokens, .local_window = spec_.local_window});
+                    .selected = selected, .scratch = scratch.scratch.view, .sink_tokens = spec_.sink_tokens,
+                    .local_window = spec_.local_window});
   return selected;
 }
 

@@ -19,6 +19,7 @@ struct DsaIndexerSpec {
   int64_t hidden = 0, heads = 0, dim = 0;
   int32_t top_k = 0, sink_tokens = 0, local_window = 1;
   int32_t kv_group = 0;  // the indexer keys' KV group
+  int64_t max_context = 0;  // positions the model is run at: the longest context a query may see
 };
 
 DsaIndexerSpec dsa_indexer_spec(const weights::ModelConfig& config);
@@ -28,6 +29,10 @@ struct DsaScratch {
   backend::Buffer weights;   // [max_tokens, heads]
   backend::Buffer k;         // [max_tokens, dim]
   backend::Buffer selected;  // [max_tokens, top_k] int32
+  // [min(max_tokens, kScoreRows), max_context + kIndexerHistogramBins] uint32, zeroed: the backend's
+  // scratch (IndexerTopkParams::scratch); a step of more tokens is scored kScoreRows queries at a time.
+  backend::Buffer scratch;
+  static constexpr int64_t kScoreRows = 64;
 
   static DsaScratch allocate(backend::Ops& ops, int64_t max_tokens, const DsaIndexerSpec& spec);
 };

@@ -21,15 +21,18 @@ struct SeqKeys {
   int32_t num_slots;                // slots the table covers (entries * block_size, or context_len)
 };
 
-// The last s with query_start[s] <= token.
-__device__ __forceinline__ int find_sequence(const AttentionParams& p, int token) {
-  int lo = 0, hi = p.num_seqs - 1;
+// The last s < num_seqs with query_start[s] <= token.
+__device__ __forceinline__ int find_sequence(const int32_t* query_start, int num_seqs, int token) {
+  int lo = 0, hi = num_seqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (p.query_start[mid] <= token) lo = mid;
+    if (query_start[mid] <= token) lo = mid;
     else hi = mid - 1;
   }
   return lo;
+}
+__device__ __forceinline__ int find_sequence(const AttentionParams& p, int token) {
+  return find_sequence(p.query_start, p.num_seqs, token);
 }
 
 // kGeneral false: the step has neither a tree mask nor a view, and the keys say so at compile time.
@@ -99,5 +102,31 @@ __device__ __forceinline__ void slot_range(const AttentionParams& p, const SeqKe
 
 // Whether this step needs per-key visibility checks (a tree mask or a view).
 inline bool attention_is_general(const AttentionParams& p) { return p.tree_mask != nullptr || p.block_positions != nullptr; }
+
+// Which keys a kernel instance walks: a chain's range of slots (no per-key check), a range checking each
+// key (trees, views), or DSA-lite's list of selected positions (a split is a share of the list's entries).
+enum class KeyRule : uint8_t { kChain, kGeneral, kSparse };
+
+inline KeyRule attention_key_rule(const AttentionParams& p) {
+  if (p.selected != nullptr) return KeyRule::kSparse;
+  return attention_is_general(p) ? KeyRule::kGeneral : KeyRule::kChain;
+}
+
+// A sparse query's sequence: only its block table is read (no context length, mask or view).
+__device__ __forceinline__ SeqKeys sparse_seq_keys(const AttentionParams& p, int seq) {
+  SeqKeys k{};
+  k.table = p.block_tables + int64_t(seq) * p.max_blocks_per_seq;
+  k.q_begin = p.query_start[seq];
+  return k;
+}
+
+// The cache row (block * block_size + offset) of entry i of query `token`'s selected list, or -1 where the
+// entry is unused or names a released block.
+__device__ __forceinline__ int64_t selected_row(const AttentionParams& p, const SeqKeys& k, int token, int i) {
+  const int pos = p.selected[int64_t(token) * p.top_k + i];
+  if (pos < 0) return -1;
+  const int block = k.table[pos / p.block_size];
+  return block < 0 ? -1 : int64_t(block) * p.block_size + pos % p.block_size;
+}
 
 }  // namespace drift::backend::cuda

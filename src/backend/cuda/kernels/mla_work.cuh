@@ -13,18 +13,25 @@ struct MlaWork {
   int q_pos, begin, end;    // the query's position; the slots of this split
 };
 
-// `split` of p.num_splits equal parts of the slots the query may see.
-template <bool kGeneral>
+// `split` of p.num_splits equal parts of the slots the query may see (sparse: of its selected list, a
+// slot being an entry of the list).
+template <KeyRule kRule>
 __device__ __forceinline__ MlaWork mla_work(const AttentionParams& p, int token, int head_group, int heads_per_cta,
                                             int split) {
   MlaWork w;
   w.token = token;
   w.head0 = head_group * heads_per_cta;
   w.heads = min(heads_per_cta, p.num_heads - w.head0);
-  w.keys = seq_keys<kGeneral>(p, find_sequence(p, w.token));
-  w.q_pos = query_position(p, w.keys, w.token);
   int first = 0, last = 0;
-  slot_range(p, w.keys, w.q_pos, w.q_pos, first, last);
+  if constexpr (kRule == KeyRule::kSparse) {
+    w.keys = sparse_seq_keys(p, find_sequence(p, w.token));
+    w.q_pos = 0;
+    last = p.top_k;
+  } else {
+    w.keys = seq_keys<kRule == KeyRule::kGeneral>(p, find_sequence(p, w.token));
+    w.q_pos = query_position(p, w.keys, w.token);
+    slot_range(p, w.keys, w.q_pos, w.q_pos, first, last);
+  }
   const int num_slots = max(0, last - first), per_split = (num_slots + p.num_splits - 1) / p.num_splits;
   w.begin = first + split * per_split;
   w.end = min(first + num_slots, w.begin + per_split);
@@ -32,16 +39,23 @@ __device__ __forceinline__ MlaWork mla_work(const AttentionParams& p, int token,
 }
 
 // Whether slot `slot` of the work's range holds a key its query sees (slots past the range do not).
-template <bool kGeneral>
+template <KeyRule kRule>
 __device__ __forceinline__ bool mla_slot_visible(const AttentionParams& p, const MlaWork& w, int slot) {
-  bool seen = slot < w.end && w.keys.table[slot / p.block_size] >= 0;
-  if constexpr (kGeneral) seen = seen && key_visible(p, w.keys, w.token, w.q_pos, slot_position(p, w.keys, slot));
-  return seen;
+  if constexpr (kRule == KeyRule::kSparse) {
+    return slot < w.end && selected_row(p, w.keys, w.token, slot) >= 0;
+  } else {
+    bool seen = slot < w.end && w.keys.table[slot / p.block_size] >= 0;
+    if constexpr (kRule == KeyRule::kGeneral)
+      seen = seen && key_visible(p, w.keys, w.token, w.q_pos, slot_position(p, w.keys, slot));
+    return seen;
+  }
 }
 
-// The cache row (block * block_size + offset) of a slot.
+// The cache row (block * block_size + offset) of a visible slot.
+template <KeyRule kRule>
 __device__ __forceinline__ int64_t mla_slot_row(const AttentionParams& p, const MlaWork& w, int slot) {
-  return int64_t(w.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
+  if constexpr (kRule == KeyRule::kSparse) return selected_row(p, w.keys, w.token, slot);
+  else return int64_t(w.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
 }
 
 }  // namespace drift::backend::cuda

@@ -7,7 +7,9 @@
 // boundaries come from the context length on the device, so the launch only depends on shapes and a
 // decode step can be captured into a CUDA graph (contract 11). Which keys a query sees (chains, draft
 // trees, block-table views) is kernels/attention_keys.cuh's; a step with a tree mask or a view takes the
-// kGeneral instance, which checks each key, and a chain step the one that needs no check.
+// kGeneral instance, which checks each key, and a chain step the one that needs no check. DSA-lite's
+// sparse attention takes the kSparse instance: a split is a share of the query's list of selected
+// positions (-1 entries are keys it does not see), read through the block table.
 //
 // It also serves any step the tensor-core prefill kernel does not cover (one CTA per query token).
 //
@@ -94,21 +96,27 @@ struct DecodeStages {
   static constexpr int kSmemBytes = 2 * kStageBytes > kReduceBytes ? 2 * kStageBytes : kReduceBytes;
 };
 
-// The slots one CTA covers: its split's share of the slots its query may see.
 struct SplitKeys {
   SeqKeys keys;
   int q_pos, begin, end;
 };
 
-template <bool kGeneral>
+// The slots one CTA covers: its split's share of the slots its query may see, or of its selected list.
+template <KeyRule kRule>
 __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int token, int split) {
-  // The query's own position goes out first: it does not wait for the search below.
-  const int given = p.q_positions != nullptr ? p.q_positions[token] : 0;
   SplitKeys s;
-  s.keys = seq_keys<kGeneral>(p, find_sequence(p, token));
-  s.q_pos = query_position(p, s.keys, token, given);
   int first = 0, last = 0;
-  slot_range(p, s.keys, s.q_pos, s.q_pos, first, last);
+  if constexpr (kRule == KeyRule::kSparse) {
+    s.keys = sparse_seq_keys(p, find_sequence(p, token));
+    s.q_pos = 0;
+    last = p.top_k;
+  } else {
+    // The query's own position goes out first: it does not wait for the search below.
+    const int given = p.q_positions != nullptr ? p.q_positions[token] : 0;
+    s.keys = seq_keys<kRule == KeyRule::kGeneral>(p, find_sequence(p, token));
+    s.q_pos = query_position(p, s.keys, token, given);
+    slot_range(p, s.keys, s.q_pos, s.q_pos, first, last);
+  }
   const int num_slots = max(0, last - first);
   const int per_split = (num_slots + p.num_splits - 1) / p.num_splits;
   s.begin = first + split * per_split;
@@ -219,9 +227,10 @@ __device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShap
 
 // grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
 // kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8;
-// kGeneral: a tree mask or a view, so each key's visibility is checked (else every slot of the range is).
+// kRule: kGeneral (a tree mask or a view) checks each key's visibility, kChain sees every slot of the
+// range, kSparse walks entries of the query's selected list (DSA-lite).
 // kFp8: the caches hold e4m3 codes with row scales (k_cache8, v_cache8, k_scale, v_scale).
-template <int kDim, int kGroup, bool kGeneral, bool kFp8>
+template <int kDim, int kGroup, KeyRule kRule, bool kFp8>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -236,10 +245,18 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
   const bool dim_valid = dim_lane * 8 < p.head_dim;
-  const SplitKeys sk = split_keys<kGeneral>(p, token, split);
+  const SplitKeys sk = split_keys<kRule>(p, token, split);
   const int begin = sk.begin, end = sk.end;
   auto visible = [&](int slot) {
-    return !kGeneral || key_visible(p, sk.keys, token, sk.q_pos, slot_position(p, sk.keys, slot));
+    if constexpr (kRule == KeyRule::kChain) return true;
+    else if constexpr (kRule == KeyRule::kGeneral)
+      return key_visible(p, sk.keys, token, sk.q_pos, slot_position(p, sk.keys, slot));
+    else return selected_row(p, sk.keys, token, slot) >= 0;
+  };
+  // The cache row of a visible slot (of a list entry, sparse).
+  auto slot_row = [&](int slot) -> int64_t {
+    if constexpr (kRule == KeyRule::kSparse) return selected_row(p, sk.keys, token, slot);
+    else return int64_t(sk.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
   };
 
   // This thread's pieces of a chunk (16 bytes of bf16, or 8 of FP8 codes): key ps * kKeysPerPass + key_lane,
@@ -258,10 +275,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       const int key = chunk0 + ps * kKeysPerPass + key_lane;
       const bool valid = key < end && dim_valid && visible(key);
       int64_t offset = 0;
-      if (valid) {
-        const int64_t slot = int64_t(sk.keys.table[key / p.block_size]) * p.block_size + key % p.block_size;
-        offset = (slot * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
-      }
+      if (valid) offset = (slot_row(key) * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
       uint8_t* k_dst = k_piece(stage, ps);
       if constexpr (kFp8) {
         cp_async_small<8>(k_dst, p.k_cache8 + offset, valid);
@@ -403,19 +417,24 @@ __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParam
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) merge_splits(p, row, int(blockIdx.y), d);
 }
 
-template <int kDim, bool kGeneral, bool kFp8>
+template <int kDim, KeyRule kRule, bool kFp8>
 void launch_group(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
   const int group = p.num_heads / p.num_kv_heads;
-  if (group <= 1) launch(decode_attention_kernel<kDim, 1, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
-  else if (group <= 2) launch(decode_attention_kernel<kDim, 2, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
-  else if (group <= 4) launch(decode_attention_kernel<kDim, 4, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
-  else launch(decode_attention_kernel<kDim, 8, kGeneral, kFp8>, grid, kThreads, 0, stream, p);
+  if (group <= 1) launch(decode_attention_kernel<kDim, 1, kRule, kFp8>, grid, kThreads, 0, stream, p);
+  else if (group <= 2) launch(decode_attention_kernel<kDim, 2, kRule, kFp8>, grid, kThreads, 0, stream, p);
+  else if (group <= 4) launch(decode_attention_kernel<kDim, 4, kRule, kFp8>, grid, kThreads, 0, stream, p);
+  else launch(decode_attention_kernel<kDim, 8, kRule, kFp8>, grid, kThreads, 0, stream, p);
 }
 
 template <int kDim, bool kFp8>
 void launch_dim(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
-  if (attention_is_general(p)) launch_group<kDim, true, kFp8>(p, grid, stream);
-  else launch_group<kDim, false, kFp8>(p, grid, stream);
+  switch (attention_key_rule(p)) {
+    case KeyRule::kChain: return launch_group<kDim, KeyRule::kChain, kFp8>(p, grid, stream);
+    case KeyRule::kGeneral: return launch_group<kDim, KeyRule::kGeneral, kFp8>(p, grid, stream);
+    case KeyRule::kSparse:
+      if constexpr (kFp8) DRIFT_CHECK(false, "sparse attention over an FP8 cache is refused at load");
+      else return launch_group<kDim, KeyRule::kSparse, false>(p, grid, stream);
+  }
 }
 
 }  // namespace
@@ -431,15 +450,15 @@ int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t nu
   int n = 0;
   auto query = [&](auto kernel) { DRIFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0)); };
   if (d == 0) {
-    if (g == 0) query(decode_attention_kernel<64, 1, false, false>);
-    else if (g == 1) query(decode_attention_kernel<64, 2, false, false>);
-    else if (g == 2) query(decode_attention_kernel<64, 4, false, false>);
-    else query(decode_attention_kernel<64, 8, false, false>);
+    if (g == 0) query(decode_attention_kernel<64, 1, KeyRule::kChain, false>);
+    else if (g == 1) query(decode_attention_kernel<64, 2, KeyRule::kChain, false>);
+    else if (g == 2) query(decode_attention_kernel<64, 4, KeyRule::kChain, false>);
+    else query(decode_attention_kernel<64, 8, KeyRule::kChain, false>);
   } else {
-    if (g == 0) query(decode_attention_kernel<128, 1, false, false>);
-    else if (g == 1) query(decode_attention_kernel<128, 2, false, false>);
-    else if (g == 2) query(decode_attention_kernel<128, 4, false, false>);
-    else query(decode_attention_kernel<128, 8, false, false>);
+    if (g == 0) query(decode_attention_kernel<128, 1, KeyRule::kChain, false>);
+    else if (g == 1) query(decode_attention_kernel<128, 2, KeyRule::kChain, false>);
+    else if (g == 2) query(decode_attention_kernel<128, 4, KeyRule::kChain, false>);
+    else query(decode_attention_kernel<128, 8, KeyRule::kChain, false>);
   }
   n = n > 0 ? n : 1;
   cache[d][g].store(n, std::memory_order_relaxed);

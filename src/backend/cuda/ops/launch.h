@@ -216,6 +216,10 @@ struct AttentionParams {
   const int32_t* block_positions = nullptr;  // [num_seqs, max_blocks_per_seq] or null (no view)
   const int32_t* view_blocks = nullptr;      // [num_seqs], with block_positions
   const float* sinks = nullptr;        // [num_heads] or null: a logit per head that joins the softmax
+  // [num_tokens, top_k] or null: DSA-lite's sparse attention, each query over exactly the cache positions
+  // its row lists (-1: unused); context_lens, q_positions, tree_mask and views are then not read.
+  const int32_t* selected = nullptr;
+  int32_t top_k = 0;
   float* partial_out = nullptr;        // [num_tokens, num_heads, num_splits, head_dim_v] split-KV scratch
   float* partial_lse = nullptr;        // [num_tokens, num_heads, num_splits, 2] (max, sum) per split
   int32_t* split_counters = nullptr;   // [num_tokens, num_kv_heads], zero between launches, or null
@@ -256,5 +260,34 @@ int32_t mla_attention_mma_heads_per_cta();
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+// Sparse attention (DSA-lite; p.selected set) runs on the decode kernel for GQA caches and on the latent
+// kernels for a shared latent: each CTA walks its split of a query's list instead of a range of slots.
+
+// DSA-lite's lightning indexer (IndexerTopkParams in ops.h) for query rows [row_begin, row_begin +
+// num_rows) (ops/indexer_topk.cu): a scoring kernel over many CTAs writes each (query, position) score as an
+// ordered key, the position rule already applied (unseen: 0, sink and window: all ones), and counts the
+// keys' top 12 bits per query; then a CTA per query finds the top_k-th key by radix select and writes the
+// chosen positions ascending.
+struct IndexerParams {
+  const bf16* q = nullptr;               // [num_tokens, heads, dim]
+  const bf16* head_weights = nullptr;    // [num_tokens, heads]
+  const bf16* k_cache = nullptr;         // [num_blocks, block_size, dim]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* query_start = nullptr;   // [num_seqs + 1]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  const int32_t* q_positions = nullptr;   // [num_tokens] chains' cache positions, or null (derived)
+  const uint32_t* tree_mask = nullptr;    // [num_tokens, mask_words] or null
+  int32_t* selected = nullptr;           // [num_tokens, top_k]
+  uint32_t* keys = nullptr;              // [num_rows, keys_stride]: of row r, width keys then kIndexerBins counts
+  int64_t keys_stride = 0;               // width + kIndexerBins
+  int32_t num_tokens = 0, num_seqs = 0, heads = 0, dim = 0, block_size = 0, max_blocks_per_seq = 0;
+  int32_t mask_words = 0, top_k = 0, sink_tokens = 0, local_window = 1;
+  int32_t row_begin = 0, num_rows = 0;   // the query rows of this launch (num_rows <= the scratch's rows)
+  int32_t width = 0;                     // positions a key row holds: longer contexts are cut there
+};
+constexpr int32_t kIndexerBins = 4096;   // histogram bins: the top 12 bits of a key
+void run(const IndexerParams& p, int32_t num_sms, cudaStream_t stream);
+// Indexer shapes the kernels take: dim a multiple of 8 up to 128, heads * dim up to 1024.
+bool indexer_supports(int32_t heads, int32_t dim);
 
 }  // namespace drift::backend::cuda

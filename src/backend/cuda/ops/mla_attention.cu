@@ -8,7 +8,8 @@
 // online softmax per head (a warp per head, one key per lane), then acc[head, d] += p * V (a thread per
 // (head, d), accumulators in shared memory). fp32 throughout, bf16 in and out. Which keys a query sees
 // (chains, trees, views, windows) is kernels/attention_keys.cuh's, as for the GQA kernels; keys a query
-// does not see are never loaded (their slots may hold anything), only zero-filled.
+// does not see are never loaded (their slots may hold anything), only zero-filled. DSA-lite's sparse
+// attention over a shared latent (MLA-lite) walks each query's list of selected positions instead.
 //
 // With num_splits > 1 each split writes its unnormalised accumulator and (max, sum) to the workspace and
 // a second kernel merges them per (token, head). The split count depends only on shapes (capturable).
@@ -79,15 +80,15 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
 
 // The latent rows of slots [chunk, chunk + kChunk) into shared memory; rows the query does not see are
 // zeros and marked invisible.
-template <bool kGeneral>
+template <KeyRule kRule>
 __device__ void stage_keys(const AttentionParams& p, const MlaWork& w, int chunk, const MlaSmem& s) {
-  if (threadIdx.x < kChunk) s.visible[threadIdx.x] = mla_slot_visible<kGeneral>(p, w, chunk + int(threadIdx.x));
+  if (threadIdx.x < kChunk) s.visible[threadIdx.x] = mla_slot_visible<kRule>(p, w, chunk + int(threadIdx.x));
   __syncthreads();
   const int units = p.head_dim / 8;  // 16-byte pieces of a row
   for (int i = threadIdx.x; i < kChunk * units; i += kThreads) {
     const int r = i / units, c = i % units, slot = chunk + r;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (s.visible[r]) v = load16(p.k_cache + mla_slot_row(p, w, slot) * p.head_dim + c * 8);
+    if (s.visible[r]) v = load16(p.k_cache + mla_slot_row<kRule>(p, w, slot) * p.head_dim + c * 8);
     store16(s.keys + r * p.head_dim + c * 8, v);
   }
 }
@@ -165,17 +166,17 @@ __device__ void write_result(const AttentionParams& p, const MlaWork& w, const M
 
 // grid: (num_tokens, ceil(num_heads / kHeads), num_splits); block: kThreads; dynamic shared memory:
 // MlaSmem::bytes(min(num_heads, kHeads), head_dim, head_dim_v).
-template <bool kGeneral>
+template <KeyRule kRule>
 __global__ void __launch_bounds__(kThreads) mla_attention_kernel(AttentionParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
   pdl_wait();
   const MlaSmem s = MlaSmem::carve(smem, min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
-  const MlaWork w = mla_work<kGeneral>(p, int(blockIdx.x), int(blockIdx.y), kHeads, int(blockIdx.z));
+  const MlaWork w = mla_work<kRule>(p, int(blockIdx.x), int(blockIdx.y), kHeads, int(blockIdx.z));
   load_queries(p, w, s);
   for (int chunk = w.begin; chunk < w.end; chunk += kChunk) {
     __syncthreads();  // the previous chunk's readers are done (and the queries are in)
-    stage_keys<kGeneral>(p, w, chunk, s);
+    stage_keys<kRule>(p, w, chunk, s);
     __syncthreads();
     score_chunk(p, w, s);
     __syncthreads();
@@ -236,11 +237,11 @@ __global__ void __launch_bounds__(kMergeThreads) mla_merge_kernel(AttentionParam
   p.out[row * p.head_dim_v + feature] = __float2bfloat16(l > 0.0f ? total / l : 0.0f);
 }
 
-template <bool kGeneral>
+template <KeyRule kRule>
 void launch_mla(const AttentionParams& p, size_t smem, cudaStream_t stream) {
-  allow_dynamic_smem<mla_attention_kernel<kGeneral>>(smem);
+  allow_dynamic_smem<mla_attention_kernel<kRule>>(smem);
   const dim3 grid(unsigned(p.num_tokens), unsigned(ceil_div(p.num_heads, kHeads)), unsigned(p.num_splits));
-  launch(mla_attention_kernel<kGeneral>, grid, kThreads, smem, stream, p);
+  launch(mla_attention_kernel<kRule>, grid, kThreads, smem, stream, p);
 }
 
 }  // namespace
@@ -269,10 +270,11 @@ void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t 
     run_mla_attention_mma(p, stream);
   } else {
     const size_t smem = MlaSmem::bytes(std::min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
-    if (attention_is_general(p))
-      launch_mla<true>(p, smem, stream);
-    else
-      launch_mla<false>(p, smem, stream);
+    switch (attention_key_rule(p)) {
+      case KeyRule::kChain: launch_mla<KeyRule::kChain>(p, smem, stream); break;
+      case KeyRule::kGeneral: launch_mla<KeyRule::kGeneral>(p, smem, stream); break;
+      case KeyRule::kSparse: launch_mla<KeyRule::kSparse>(p, smem, stream); break;
+    }
   }
   if (p.num_splits > 1)
     launch(mla_merge_kernel,

@@ -89,14 +89,14 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
 
 // Latent rows of slots [chunk, chunk + kKeys) into a stage, four threads a row; rows the query does not see
 // become zeros (never read from the cache) and are marked.
-template <bool kGeneral>
+template <KeyRule kRule>
 __device__ void stage_chunk(const AttentionParams& p, const MlaWork& w, int chunk, bf16* keys, int32_t* visible,
                             int ld) {
   constexpr int kPerRow = kThreads / kKeys;
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow, slot = chunk + r;
-  const bool seen = mla_slot_visible<kGeneral>(p, w, slot);
+  const bool seen = mla_slot_visible<kRule>(p, w, slot);
   if (part == 0) visible[r] = seen;
-  const bf16* row = seen ? p.k_cache + mla_slot_row(p, w, slot) * p.head_dim : p.k_cache;
+  const bf16* row = seen ? p.k_cache + mla_slot_row<kRule>(p, w, slot) * p.head_dim : p.k_cache;
   for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, seen ? row + c * 8 : row, seen);
 }
 
@@ -214,22 +214,22 @@ __device__ void write_result(const AttentionParams& p, const MlaWork& w, const M
 
 // grid: (num_tokens * head groups, num_splits), head groups fastest so the CTAs that read the same latent
 // rows run side by side; block: kThreads; dynamic shared memory: MmaSmem::bytes(head_dim).
-template <bool kGeneral, int kTiles>
+template <KeyRule kRule, int kTiles>
 __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
   pdl_wait();
   const MmaSmem s = MmaSmem::carve(smem, p.head_dim);
   const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
-  const MlaWork w = mla_work<kGeneral>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
+  const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
   load_queries(p, w, s);
-  if (w.begin < w.end) stage_chunk<kGeneral>(p, w, w.begin, s.stage_keys(0), s.stage_visible(0), s.ld);
+  if (w.begin < w.end) stage_chunk<kRule>(p, w, w.begin, s.stage_keys(0), s.stage_visible(0), s.ld);
   cp_async_commit();
   float acc[kTiles][4] = {};
   int stage = 0;
   for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage ^= 1) {
     if (chunk + kKeys < w.end)
-      stage_chunk<kGeneral>(p, w, chunk + kKeys, s.stage_keys(stage ^ 1), s.stage_visible(stage ^ 1), s.ld);
+      stage_chunk<kRule>(p, w, chunk + kKeys, s.stage_keys(stage ^ 1), s.stage_visible(stage ^ 1), s.ld);
     cp_async_commit();
     cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
     __syncthreads();
@@ -245,22 +245,22 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
   write_result<kTiles>(p, w, s, acc, split);
 }
 
-template <bool kGeneral, int kTiles>
+template <KeyRule kRule, int kTiles>
 void launch_mma(const AttentionParams& p, cudaStream_t stream) {
   const size_t smem = MmaSmem::bytes(p.head_dim);
-  allow_dynamic_smem<mla_mma_kernel<kGeneral, kTiles>>(smem);
+  allow_dynamic_smem<mla_mma_kernel<kRule, kTiles>>(smem);
   const int64_t groups = ceil_div(p.num_heads, kRows);
-  launch(mla_mma_kernel<kGeneral, kTiles>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
+  launch(mla_mma_kernel<kRule, kTiles>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
          smem, stream, p);
 }
 
-template <bool kGeneral>
-void launch_general(const AttentionParams& p, cudaStream_t stream) {
+template <KeyRule kRule>
+void launch_width(const AttentionParams& p, cudaStream_t stream) {
   switch (p.head_dim_v / (8 * kWarps)) {
-    case 2: return launch_mma<kGeneral, 2>(p, stream);
-    case 4: return launch_mma<kGeneral, 4>(p, stream);
-    case 6: return launch_mma<kGeneral, 6>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
-    default: return launch_mma<kGeneral, 8>(p, stream);
+    case 2: return launch_mma<kRule, 2>(p, stream);
+    case 4: return launch_mma<kRule, 4>(p, stream);
+    case 6: return launch_mma<kRule, 6>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
+    default: return launch_mma<kRule, 8>(p, stream);
   }
 }
 
@@ -274,10 +274,11 @@ bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks
 int32_t mla_attention_mma_heads_per_cta() { return kRows; }
 
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream) {
-  if (attention_is_general(p))
-    launch_general<true>(p, stream);
-  else
-    launch_general<false>(p, stream);
+  switch (attention_key_rule(p)) {
+    case KeyRule::kChain: return launch_width<KeyRule::kChain>(p, stream);
+    case KeyRule::kGeneral: return launch_width<KeyRule::kGeneral>(p, stream);
+    case KeyRule::kSparse: return launch_width<KeyRule::kSparse>(p, stream);
+  }
 }
 
 }  // namespace drift::backend::cuda
