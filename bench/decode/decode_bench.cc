@@ -565,8 +565,8 @@ class ModelBench {
     const double room = double(ops_.free_memory_bytes()) - 3.0 * double(1ull << 30) - per_seq;
     const int fits = int(std::max(0.0, std::floor(room / per_seq)));
     if (fits < wanted)
-      std::printf("  batches over %d do not fit on this GPU (%.2f GiB of KV a sequence) and are skipped\n", fits,
-                  per_seq / double(1ull << 30));
+      std::printf("  batches over %d do not fit on this GPU (%.2f GiB of KV a sequence): they run at %d\n", fits,
+                  per_seq / double(1ull << 30), std::max(1, fits));
     return std::max(1, std::min(wanted, fits));
   }
 
@@ -744,9 +744,12 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
     rows.push_back(b.prefill(n));
     print_row(rows.back());
   }
+  // A batch that does not fit runs at the largest that does (fitting_batch said so).
   std::vector<int> batches;
-  for (int batch : o.batches)
-    if (batch <= b.max_batch()) batches.push_back(batch);
+  for (int batch : o.batches) {
+    const int fits = std::min(batch, b.max_batch());
+    if (std::find(batches.begin(), batches.end(), fits) == batches.end()) batches.push_back(fits);
+  }
   const bool tp = o.tensor_parallel > 1;
   const std::string tp_label =
       tp ? fmt::format(" {}{} eager", o.expert_parallel && s.moe() ? "ep" : "tp", o.tensor_parallel) : "";

@@ -44,8 +44,8 @@ fi
 bf16_rc=skip fp8_rc=skip
 if [ "$MODE" != test ]; then
   for kv in bf16 fp8; do
-    left=$(( (570 - (SECONDS - t_start)) / 2 ))
-    [ "$kv" = fp8 ] && left=$((570 - (SECONDS - t_start)))
+    left=$(( (${BENCH_DEADLINE:-570} - (SECONDS - t_start)) / 2 ))
+    [ "$kv" = fp8 ] && left=$((${BENCH_DEADLINE:-570} - (SECONDS - t_start)))
     timeout "$left" "$BUILD/bench/decode/drift_bench_decode" --model llama-3.1-8b --batch 64 --prompt 4096 --gen 64 \
       --prefill 4096 --eager false --forward-only false --kv-cache-dtype "$kv" --markdown "$OUT/decode_$kv.md" \
       >"$OUT/decode_$kv.log" 2>&1

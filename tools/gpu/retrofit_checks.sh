@@ -5,6 +5,9 @@
 #          trained file: the engine's bits/byte beside the tool's. carry: [".gpu-sysroot.tar.xz", ".corpus-device"]
 #          (tools/gpu/pack_sysroot.sh; .corpus-device: the first 20M characters of .corpus/train.txt.xz, which
 #          is all the sweep reads, with valid.txt), and leave models/drift-mla-14m out (64 MiB tree).
+#   test   `run_cuda_checks.sh test`, models_test's Retrofit* (CUDA = CPU with each retrofit), and `drift
+#          perplexity` on CUDA of the default model alone and with each file in .retrofit-files/ (trained files
+#          brought back from a sweep). carry: [".gpu-sysroot.tar.xz", ".retrofit-files"].
 #   sweep "ARGS" "ARGS" ...  one retrofit.py run per quoted argument list, side by side on the GPU (the
 #          15M model leaves it mostly idle), each with its own table. carry: [".corpus-device"].
 #   bench  the Llama-3.1-8B speed table: attention alone (drift_bench_mla at MLA-lite's geometry, drift_bench_dsa)
@@ -19,10 +22,9 @@ WORK=/tmp/drift-retrofit-checks
 mkdir -p "$FINAL_OUT" "$WORK"
 t_start=$SECONDS
 
-perplexities() {  # the engine's bits/byte on valid.txt: the model, then each trained file
-  local drift=build-gpu/apps/drift/drift valid=.corpus-device/valid.txt
+perplexities() {  # the engine's bits/byte on $1 (valid.txt): the model, then each trained file in $WORK/files
+  local drift=build-gpu/apps/drift/drift valid=$1
   [ -x "$drift" ] || { echo "no drift binary"; return; }
-  mkdir -p "$WORK/files" && tar -C "$WORK/files" -xzf "$WORK/retrofit/retrofits.tar.gz" 2>/dev/null
   echo "| retrofit | bits/byte (drift, cuda) | KV bytes/token |"
   echo "|---|---:|---:|"
   for f in none "$WORK"/files/*.safetensors; do
@@ -41,11 +43,27 @@ if [ "$MODE" = train ]; then
   OUT=$WORK/checks BENCH_DEADLINE=0 bash tools/gpu/run_cuda_checks.sh test >"$WORK/checks_summary.txt" 2>&1
   wait $train_pid
   echo "sweep done after $((SECONDS - t_start)) s"
-  perplexities >"$WORK/perplexity.md" 2>&1
+  mkdir -p "$WORK/files" && tar -C "$WORK/files" -xzf "$WORK/retrofit/retrofits.tar.gz" 2>/dev/null
+  perplexities .corpus-device/valid.txt >"$WORK/perplexity.md" 2>&1
   cp "$WORK/retrofit/results.json" "$WORK/retrofit/retrofits.tar.gz" "$FINAL_OUT/" 2>/dev/null
   { echo "== CUDA checks"; tail -25 "$WORK/checks_summary.txt"; echo "== sweep (tail of retrofit.log)";
     tail -30 "$WORK/retrofit/retrofit.log" 2>/dev/null || tail -30 "$WORK/retrofit_run.log";
     echo "== drift perplexity on CUDA"; cat "$WORK/perplexity.md"; } >"$WORK/summary.txt"
+elif [ "$MODE" = test ]; then
+  OUT=$WORK/checks bash tools/gpu/run_cuda_checks.sh test >"$WORK/checks_summary.txt" 2>&1
+  timeout 120 build-gpu/tests/models/models_test --gtest_filter='Retrofit*' >"$WORK/models_retrofit.log" 2>&1
+  echo "models_test Retrofit*: rc=$?, $(grep -cE '^\[       OK' "$WORK/models_retrofit.log") ok" >"$WORK/retrofit_tests.txt"
+  mkdir -p "$WORK/files" && cp .retrofit-files/*.safetensors "$WORK/files/" 2>/dev/null
+  valid=$WORK/valid.txt
+  cp .retrofit-files/valid.txt "$valid" 2>/dev/null || cp tests/fixtures/text/kv_quality.txt "$valid"
+  perplexities "$valid" >"$WORK/perplexity.md" 2>&1
+  for kv in bf16 fp8; do
+    echo "| default, KV $kv | $(timeout 60 build-gpu/apps/drift/drift perplexity -f "$valid" --device cuda \
+      --kv-cache-dtype $kv 2>&1 | grep '^bits per byte' | grep -oE '[0-9.]+$') | |"
+  done >>"$WORK/perplexity.md"
+  { echo "== CUDA checks"; sed -n '/== summary/,$p' "$WORK/checks_summary.txt"; grep -hA5 "Failure$" "$WORK"/checks/*.log | head -40
+    cat "$WORK/retrofit_tests.txt"; grep -E "FAILED|Failure" -A3 "$WORK/models_retrofit.log" | head -20
+    echo "== drift perplexity on CUDA ($(wc -c <"$valid") bytes)"; cat "$WORK/perplexity.md"; } >"$WORK/summary.txt"
 elif [ "$MODE" = sweep ]; then
   shift
   i=0

@@ -65,6 +65,8 @@ void CudaOps::indexer_topk(const IndexerTopkParams& p) {
 }
 
 void CudaOps::sparse_paged_attention(const SparseAttentionParams& p) {
+  // The decode kernel's sparse instance reads BF16 rows only (check_attention refuses DSA-lite over FP8).
+  check_dtype(p.k_cache, DType::kBF16, "sparse_paged_attention k_cache");
   cuda::AttentionParams a = cuda::cache_attention_params(
       {.q = p.q, .k_cache = p.k_cache, .v_cache = p.v_cache, .out = p.out, .block_tables = p.block_tables,
        .query_start = p.query_start, .q_row_stride = p.q_row_stride, .scale = p.scale},

@@ -431,9 +431,8 @@ void launch_dim(const AttentionParams& p, const dim3& grid, cudaStream_t stream)
   switch (attention_key_rule(p)) {
     case KeyRule::kChain: return launch_group<kDim, KeyRule::kChain, kFp8>(p, grid, stream);
     case KeyRule::kGeneral: return launch_group<kDim, KeyRule::kGeneral, kFp8>(p, grid, stream);
-    case KeyRule::kSparse:
-      if constexpr (kFp8) DRIFT_CHECK(false, "sparse attention over an FP8 cache is refused at load");
-      else return launch_group<kDim, KeyRule::kSparse, false>(p, grid, stream);
+    case KeyRule::kSparse:  // BF16 rows only: sparse_paged_attention checks the cache's dtype
+      if constexpr (!kFp8) return launch_group<kDim, KeyRule::kSparse, false>(p, grid, stream);
   }
 }
 
