@@ -83,17 +83,21 @@ struct DecodeShape {
   static constexpr int kGroupsPerWarp = (kGroup + kWarps - 1) / kWarps;
 };
 
-// Its shared memory for one cache type: two stages of K/V (the chunk being read and the next one in
-// flight), reused for the final reduction.
+// Its shared memory for one cache type: stages of K/V (the chunk being read and the ones in flight),
+// reused for the final reduction. A chunk of FP8 codes is half the bytes of a bf16 one, so FP8 keeps three
+// chunks in flight instead of one: the bytes a CTA has in flight, which bound its bandwidth, then exceed
+// bf16's in about the same shared memory.
 template <int kDim, int kGroup, bool kFp8>
 struct DecodeStages {
   using S = DecodeShape<kDim, kGroup>;
+  static constexpr int kStages = kFp8 ? 4 : 2;
   static constexpr int kElem = kFp8 ? 1 : 2;                   // bytes per cached value
   static constexpr int kCodeBytes = S::kChunk * kDim * kElem;  // one chunk of K (or of V)
   // K, then V, then (FP8) the chunk's K scales and V scales.
   static constexpr int kStageBytes = 2 * kCodeBytes + (kFp8 ? 2 * S::kChunk * 4 : 0);
   static constexpr int kReduceBytes = S::kKeysPerPass * kGroup * kDim * 4;
-  static constexpr int kSmemBytes = 2 * kStageBytes > kReduceBytes ? 2 * kStageBytes : kReduceBytes;
+  static constexpr int kSmemBytes =
+      kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
 };
 
 struct SplitKeys {
@@ -307,16 +311,20 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     run_sum[i] = 0.0f;
   }
 
-  if (begin < end) issue(begin, 0);
+  // kStages - 1 chunks go out before any arithmetic, and each iteration sends the one kStages - 1 ahead
+  // (an empty group past the end keeps the count of groups in flight the same).
+  constexpr int kStages = St::kStages;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (begin + s * kChunk < end) issue(begin + s * kChunk, s);
+    else cp_async_commit();
+  }
   for (int chunk0 = begin, it = 0; chunk0 < end; chunk0 += kChunk, ++it) {
-    const int stage = it & 1;
-    // The next chunk's copies go out before this one's arithmetic.
-    if (chunk0 + kChunk < end) {
-      issue(chunk0 + kChunk, stage ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    const int stage = it % kStages;
+    const int ahead = chunk0 + (kStages - 1) * kChunk;
+    if (ahead < end) issue(ahead, (it + kStages - 1) % kStages);
+    else cp_async_commit();
+    cp_async_wait<kStages - 1>();
 #pragma unroll
     for (int ps = 0; ps < kPasses; ++ps) {
       const int k_idx = ps * kKeysPerPass + key_lane;
