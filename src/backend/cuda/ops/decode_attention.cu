@@ -72,10 +72,12 @@ __device__ void merge_splits(const AttentionParams& p, int64_t row, int head, in
   p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
 }
 
-// The decode kernel's tiling for one (head-dim class, group class).
-template <int kDim, int kGroup>
+// The decode kernel's tiling for one (head-dim class, group class, cache type).
+template <int kDim, int kGroup, bool kFp8 = false>
 struct DecodeShape {
-  static constexpr int kChunk = kDim > 64 ? 32 : 64;  // keys per iteration: 8 KB of K and 8 KB of V in bf16
+  // Keys per iteration: 8 KB of K and 8 KB of V in bf16, and as many bytes of FP8 codes (64 keys at
+  // head_dim 128): an iteration's fixed cost (barriers, the softmax) is then paid once per 8 KB either way.
+  static constexpr int kChunk = kDim > 64 && !kFp8 ? 32 : 64;
   static constexpr int kLanesPerKey = kDim / 8;       // threads sharing one key row, 8 dimensions each
   static constexpr int kKeysPerPass = kThreads / kLanesPerKey;
   static constexpr int kPasses = kChunk / kKeysPerPass;
@@ -84,17 +86,16 @@ struct DecodeShape {
 };
 
 // Its shared memory for one cache type: stages of K/V (the chunk being read and the ones in flight),
-// reused for the final reduction. A chunk of FP8 codes is half the bytes of a bf16 one, so FP8 keeps three
-// chunks in flight instead of one: the bytes a CTA has in flight, which bound its bandwidth, then exceed
-// bf16's in about the same shared memory.
+// reused for the final reduction. Where a chunk of FP8 codes is half the bytes of a bf16 one (head_dim 64),
+// FP8 keeps three chunks in flight instead of one, in about the same shared memory.
 template <int kDim, int kGroup, bool kFp8>
 struct DecodeStages {
-  using S = DecodeShape<kDim, kGroup>;
-  static constexpr int kStages = kFp8 ? 4 : 2;
+  using S = DecodeShape<kDim, kGroup, kFp8>;
   static constexpr int kElem = kFp8 ? 1 : 2;                   // bytes per cached value
   static constexpr int kCodeBytes = S::kChunk * kDim * kElem;  // one chunk of K (or of V)
   // K, then V, then (FP8) the chunk's K scales and V scales.
   static constexpr int kStageBytes = 2 * kCodeBytes + (kFp8 ? 2 * S::kChunk * 4 : 0);
+  static constexpr int kStages = kFp8 && 4 * kStageBytes <= 40 * 1024 ? 4 : 2;  // static shared memory: 48 KB
   static constexpr int kReduceBytes = S::kKeysPerPass * kGroup * kDim * 4;
   static constexpr int kSmemBytes =
       kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
@@ -154,7 +155,7 @@ __device__ __forceinline__ void load_query(const AttentionParams& p, int token, 
 template <int kDim, int kGroup, bool kFp8>
 __device__ __forceinline__ void score_key(const uint8_t* k_piece, const float* k_scale, const float (&q)[kGroup][8],
                                           bool seen, int dim_lane, int k_idx,
-                                          float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk]) {
+                                          float (&scores)[kGroup][DecodeShape<kDim, kGroup, kFp8>::kChunk]) {
   float kf[8];
   if constexpr (kFp8) {
     fp8x8_to_float(*reinterpret_cast<const uint2*>(k_piece), kf);
@@ -166,7 +167,7 @@ __device__ __forceinline__ void score_key(const uint8_t* k_piece, const float* k
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) dot = fmaf(q[g][j], kf[j], dot);
-    dot = group_sum<DecodeShape<kDim, kGroup>::kLanesPerKey>(dot);
+    dot = group_sum<DecodeShape<kDim, kGroup, kFp8>::kLanesPerKey>(dot);
     if (dim_lane == 0) scores[g][k_idx] = seen ? (kFp8 ? dot * *k_scale : dot) : -INFINITY;
   }
 }
@@ -175,7 +176,7 @@ __device__ __forceinline__ void score_key(const uint8_t* k_piece, const float* k
 // FP8: v_scale is the key's V row scale (in shared memory, copied by the key's dim_lane 0).
 template <int kDim, int kGroup, bool kFp8>
 __device__ __forceinline__ void accumulate_value(const uint8_t* v_piece, const float* v_scale,
-                                                 const float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk],
+                                                 const float (&scores)[kGroup][DecodeShape<kDim, kGroup, kFp8>::kChunk],
                                                  int k_idx, float (&acc)[kGroup][8]) {
   float vf[8];
   float row_scale = 1.0f;
@@ -195,12 +196,12 @@ __device__ __forceinline__ void accumulate_value(const uint8_t* v_piece, const f
 
 // Online softmax over one chunk's scores, one warp per head: the scores become weights in place,
 // alpha_s[g] the factor the head's accumulator must be scaled by.
-template <int kDim, int kGroup>
-__device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShape<kDim, kGroup>::kChunk],
+template <int kDim, int kGroup, bool kFp8>
+__device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShape<kDim, kGroup, kFp8>::kChunk],
                                               float (&alpha_s)[kGroup],
-                                              float (&run_max)[DecodeShape<kDim, kGroup>::kGroupsPerWarp],
-                                              float (&run_sum)[DecodeShape<kDim, kGroup>::kGroupsPerWarp]) {
-  using S = DecodeShape<kDim, kGroup>;
+                                              float (&run_max)[DecodeShape<kDim, kGroup, kFp8>::kGroupsPerWarp],
+                                              float (&run_sum)[DecodeShape<kDim, kGroup, kFp8>::kGroupsPerWarp]) {
+  using S = DecodeShape<kDim, kGroup, kFp8>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < S::kGroupsPerWarp; ++i) {
@@ -238,7 +239,7 @@ template <int kDim, int kGroup, KeyRule kRule, bool kFp8>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
   pdl_launch_dependents();
   pdl_wait();
-  using S = DecodeShape<kDim, kGroup>;
+  using S = DecodeShape<kDim, kGroup, kFp8>;
   using St = DecodeStages<kDim, kGroup, kFp8>;
   constexpr int kChunk = S::kChunk, kPasses = S::kPasses, kKeysPerPass = S::kKeysPerPass;
   __shared__ alignas(16) uint8_t stages[St::kSmemBytes];
@@ -278,14 +279,14 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     for (int ps = 0; ps < kPasses; ++ps) {
       const int key = chunk0 + ps * kKeysPerPass + key_lane;
       const bool valid = key < end && dim_valid && visible(key);
-      int64_t offset = 0;
-      if (valid) offset = (slot_row(key) * p.num_kv_heads + kv_head) * p.head_dim + dim_lane * 8;
+      // The key's (slot, kv head) row: its codes at row * head_dim, its scales at row.
+      const int64_t row = valid ? slot_row(key) * p.num_kv_heads + kv_head : 0;
+      const int64_t offset = valid ? row * p.head_dim + dim_lane * 8 : 0;
       uint8_t* k_dst = k_piece(stage, ps);
       if constexpr (kFp8) {
         cp_async_small<8>(k_dst, p.k_cache8 + offset, valid);
         cp_async_small<8>(k_dst + St::kCodeBytes, p.v_cache8 + offset, valid);
-        if (dim_lane == 0) {  // this key's row scales; offset / head_dim is its (slot, kv head) row
-          const int64_t row = valid ? offset / p.head_dim : 0;
+        if (dim_lane == 0) {  // this key's row scales
           cp_async_small<4>(scales(stage) + ps * kKeysPerPass + key_lane, p.k_scale + row, valid);
           cp_async_small<4>(scales(stage) + kChunk + ps * kKeysPerPass + key_lane, p.v_scale + row, valid);
         }
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       score_key<kDim, kGroup, kFp8>(k_piece(stage, ps), scales(stage) + k_idx, q, seen, dim_lane, k_idx, scores);
     }
     __syncthreads();
-    softmax_chunk<kDim, kGroup>(scores, alpha_s, run_max, run_sum);
+    softmax_chunk<kDim, kGroup, kFp8>(scores, alpha_s, run_max, run_sum);
     __syncthreads();
 
 #pragma unroll

@@ -221,10 +221,10 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
       if constexpr (kGeneral) in_range = in_range && slot_position(p, keys, key) < keys.context_len;
       const int32_t block = in_range ? keys.table[key / p.block_size] : -1;
       const bool valid = block >= 0 && c * 8 < p.head_dim;
-      int64_t offset = 0;
-      if (valid) offset = ((int64_t(block) * p.block_size + key % p.block_size) * p.num_kv_heads + kv_head) * p.head_dim + c * 8;
+      // The key's (slot, kv head) row: its values at row * head_dim, its FP8 scales at row.
+      const int64_t row = valid ? (int64_t(block) * p.block_size + key % p.block_size) * p.num_kv_heads + kv_head : 0;
+      const int64_t offset = valid ? row * p.head_dim + c * 8 : 0;
       if constexpr (kFp8) {
-        const int64_t row = offset / p.head_dim;  // the key's (slot, kv head) row
         const uint4 zero = make_uint4(0, 0, 0, 0);
         store16(&sm.k[stage][r][c * 8], valid ? dequantize_fp8x8(p.k_cache8 + offset, p.k_scale[row]) : zero);
         store16(&sm.v[stage][r][c * 8], valid ? dequantize_fp8x8(p.v_cache8 + offset, p.v_scale[row]) : zero);
