@@ -332,7 +332,7 @@ class ModelBench {
     model::LoadOptions lo;
     if (retrofit.mla_lite() || retrofit.dsa_lite()) {
       name_ = s.name + "+" + retrofit.name;
-      lo.retrofit_file = dir + "/retrofit.safetensors";
+      lo.retrofit_file = dir + "-retrofit.safetensors";  // beside the folder: the folder's files are the model's
       write_random_retrofit(retrofit, s.layers, s.hidden, s.kv_heads, s.hd(), lo.retrofit_file);
     }
     // MXFP4 experts: WeightLoader::random draws their codes and scales; the MLA families' tensors are not
@@ -856,7 +856,10 @@ int run(int argc, char** argv) {
       bench_model(b, s, o, ops, rows);
       format_table(prop, ceil, o, rows, roof_rows);  // written after each model: a run cut short keeps it
       std::fflush(stdout);
-      if (&retrofit == &variants.back()) std::filesystem::remove_all(bench_dir(s));
+      if (&retrofit == &variants.back()) {
+        std::filesystem::remove_all(bench_dir(s));
+        std::filesystem::remove(bench_dir(s) + "-retrofit.safetensors");
+      }
     }
   std::printf("\n%s", format_table(prop, ceil, o, rows, roof_rows).c_str());
   return 0;
