@@ -342,7 +342,7 @@ class ModelBench {
     lo.seed = 7;
     lo.expert_parallel = expert_parallel && s.moe();
     lo.kv_dtype = kv_dtype;
-    // Retrofit variants of one shape load the same checkpoint: it is written once (run() removes it).
+    // Retrofit variants of one shape load the same checkpoint: it is written once (run() removes it after them).
     if (fast_loader && !std::filesystem::exists(dir + "/model-outer.safetensors")) write_random_checkpoint(s, dir);
     const double t_write = seconds_since(t0);
     auto config = weights::load_model_config(dir);
@@ -836,9 +836,9 @@ int run(int argc, char** argv) {
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int max_prefill = *std::max_element(o.prefills.begin(), o.prefills.end());
   const std::vector<RetrofitVariant> variants = retrofit_variants(o.retrofits, o.geometry);
-  for (const std::string& name : o.models)
+  for (const std::string& name : o.models) {
+    const Shape& s = shape_named(name);
     for (const RetrofitVariant& retrofit : variants) {
-      const Shape& s = shape_named(name);
       const bool retrofitted = retrofit.mla_lite() || retrofit.dsa_lite();
       if (retrofitted && (s.moe() || s.config_json != nullptr)) continue;  // retrofits fit GQA models only
       model::RankBackends ranks;
@@ -856,11 +856,10 @@ int run(int argc, char** argv) {
       bench_model(b, s, o, ops, rows);
       format_table(prop, ceil, o, rows, roof_rows);  // written after each model: a run cut short keeps it
       std::fflush(stdout);
-      if (&retrofit == &variants.back()) {
-        std::filesystem::remove_all(bench_dir(s));
-        std::filesystem::remove(bench_dir(s) + "-retrofit.safetensors");
-      }
     }
+    std::filesystem::remove_all(bench_dir(s));  // the variants' shared checkpoint and their retrofit file
+    std::filesystem::remove(bench_dir(s) + "-retrofit.safetensors");
+  }
   std::printf("\n%s", format_table(prop, ceil, o, rows, roof_rows).c_str());
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "backend/ops.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace drift::backend {
@@ -15,6 +16,16 @@ void check_moe_route(const MoeRouteParams& p) {
               top_k, p.topk_group * (num_experts / p.n_group));
   DRIFT_CHECK_EQ(p.topk_ids.size(0), num_tokens);
   DRIFT_CHECK_EQ(p.topk_weights.numel(), num_tokens * top_k);
+}
+
+void zero_fill(Ops& ops, const Tensor& t) {
+  constexpr int64_t kChunkBytes = int64_t(16) << 20;
+  const int64_t total = int64_t(t.nbytes());
+  const Tensor bytes(t.data, DType::kU8, {total}, t.device);
+  const std::vector<std::byte> zeros(size_t(std::min(total, kChunkBytes)));
+  for (int64_t b = 0; b < total; b += kChunkBytes)
+    ops.copy_from_host(bytes.slice(b, std::min(total, b + kChunkBytes)), zeros.data());
+  ops.synchronize();  // `zeros` is freed on return
 }
 
 void Ops::copy(const Tensor& src, const Tensor& dst) {

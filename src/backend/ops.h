@@ -207,6 +207,11 @@ struct MoeShape {
 // Weight formats a kernel may read as stored instead of the compute dtype (the loader asks).
 enum class WeightFormat : uint8_t { kMxfp4, kFp8Block };
 
+class Ops;
+// Sets every byte of t (memory of `ops`) to zero through the host, 16 MiB at a time, and waits: load time
+// only (caches and scratch that must read as zeros, not NaN, before any step writes them).
+void zero_fill(Ops& ops, const Tensor& t);
+
 // Queued work recorded once and replayed many times (a CUDA graph): the runner's decode steps.
 class CapturedWork {
  public:

@@ -87,9 +87,7 @@ class Eagle3Model final : public Eagle3Head {
     attention_scratch_ = AttentionScratch::allocate(ops, max_tokens, spec_);
     mlp_scratch_ = GatedMlp::allocate_scratch(ops, max_tokens, config_.intermediate_size);
     // Rows the engine has not written yet (a padded step's) must read as numbers, not as NaN.
-    const std::vector<std::byte> zeros(input_hidden_.view.nbytes());
-    ops.copy_from_host(input_hidden_.view, zeros.data());
-    ops.synchronize();  // `zeros` is freed on return
+    backend::zero_fill(ops, input_hidden_.view);
   }
 
   void forward(const ForwardContext& ctx, const Tensor& logits) override {

@@ -1,7 +1,6 @@
 #include "model/layers/dsa_indexer.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "base/check.h"
 
@@ -18,7 +17,7 @@ DsaScratch DsaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Dsa
   const DType t = ops.compute_dtype();
   const int64_t rows = std::max<int64_t>(1, std::min(max_tokens, kScoreRows));
   backend::Buffer scratch = ops.alloc(DType::kU32, {rows, s.max_context + backend::kIndexerHistogramBins});
-  ops.copy_from_host(scratch.view, std::vector<uint32_t>(size_t(scratch.view.numel()), 0u).data());
+  backend::zero_fill(ops, scratch.view);
   return {.q = ops.alloc(t, {max_tokens, s.heads * s.dim}), .weights = ops.alloc(t, {max_tokens, s.heads}),
           .k = ops.alloc(t, {max_tokens, s.dim}), .selected = ops.alloc(DType::kI32, {max_tokens, s.top_k}),
           .scratch = std::move(scratch)};

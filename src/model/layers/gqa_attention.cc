@@ -70,17 +70,8 @@ void GqaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t
 }
 
 void GqaAttention::zero_cache(backend::Ops& ops) const {
-  constexpr size_t kChunkBytes = size_t(16) << 20;
-  for (const backend::Buffer* cache : {&k_cache_.values, &v_cache_.values}) {
-    const Tensor& c = cache->view;
-    const int64_t num_blocks = c.size(0);
-    const size_t block_bytes = c.nbytes() / size_t(std::max<int64_t>(num_blocks, 1));
-    const int64_t blocks_per_copy = std::max<int64_t>(1, int64_t(kChunkBytes / std::max<size_t>(block_bytes, 1)));
-    const std::vector<std::byte> zeros(size_t(std::min(blocks_per_copy, num_blocks)) * block_bytes);
-    for (int64_t b = 0; b < num_blocks; b += blocks_per_copy)
-      ops.copy_from_host(c.slice(b, std::min(num_blocks, b + blocks_per_copy)), zeros.data());
-    ops.synchronize();  // `zeros` is freed on return
-  }
+  backend::zero_fill(ops, k_cache_.values.view);
+  backend::zero_fill(ops, v_cache_.values.view);
 }
 
 void GqaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,

@@ -1,7 +1,5 @@
 #include "model/layers/paged_kv_cache.h"
 
-#include <vector>
-
 namespace drift::model {
 
 PagedKvCache PagedKvCache::allocate(backend::Ops& ops, DType dtype, int32_t num_blocks, int32_t block_size,
@@ -10,9 +8,7 @@ PagedKvCache PagedKvCache::allocate(backend::Ops& ops, DType dtype, int32_t num_
   c.values = ops.alloc(dtype, {num_blocks, block_size, heads, width});
   if (dtype != DType::kF8E4M3) return c;
   c.scales = ops.alloc(DType::kF32, {num_blocks, block_size, heads});
-  const std::vector<float> zeros(size_t(c.scales.view.numel()), 0.0f);
-  ops.copy_from_host(c.scales.view, zeros.data());
-  ops.synchronize();  // `zeros` is freed on return
+  backend::zero_fill(ops, c.scales.view);
   return c;
 }
 
