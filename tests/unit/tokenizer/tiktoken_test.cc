@@ -45,8 +45,12 @@ std::string tiktoken_file(const std::vector<std::string>& tokens) {
   return text;
 }
 
+// The file is named after the running test too: ctest runs each test in its own process, several at a
+// time, and two of them rewriting one shared file under the other's mapping failed (a bus error) in CI.
 std::string write_file(const std::string& name, const std::string& contents) {
-  const std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / name;
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / (std::string(test->test_suite_name()) + "." + test->name() + "." + name);
   std::ofstream(path, std::ios::binary) << contents;
   return path.string();
 }
