@@ -212,6 +212,15 @@ class Ops;
 // only (caches and scratch that must read as zeros, not NaN, before any step writes them).
 void zero_fill(Ops& ops, const Tensor& t);
 
+// A point in the queued work the host can wait for: staged inputs in page-locked memory (alloc_host) are
+// rewritten only after the copy that reads them has run. Synchronous backends' marks are always passed.
+class QueueMark {
+ public:
+  virtual ~QueueMark() = default;
+  virtual void record() {}  // marks the work queued so far
+  virtual void wait() {}    // blocks the host until the last recorded mark's work has run
+};
+
 // Queued work recorded once and replayed many times (a CUDA graph): the runner's decode steps.
 class CapturedWork {
  public:
@@ -231,6 +240,7 @@ class Ops {
   // Host memory that step inputs are staged in (its view's device is kCpu): page-locked on CUDA, so a
   // copy_from_host from it is an asynchronous DMA. The host must not rewrite it before the copy has run.
   virtual Buffer alloc_host(DType dtype, std::initializer_list<int64_t> shape) { return alloc(dtype, shape); }
+  virtual std::unique_ptr<QueueMark> make_mark() { return std::make_unique<QueueMark>(); }
   virtual void copy_from_host(const Tensor& dst, const void* src) = 0;  // nbytes of dst
   virtual void copy_to_host(void* dst, const Tensor& src) = 0;
   // Waits for queued work (the host reads results after this).

@@ -108,6 +108,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
   std::iota(row_index_.begin(), row_index_.end(), 0);
   const int64_t arena = layout(t, s, t, max_blocks_per_seq_, max_mask_words_, true).size;
   staging_ = ops.alloc_host(DType::kI32, {arena});
+  staging_read_ = ops.make_mark();
   inputs_ = ops.alloc(DType::kI32, {arena});
   logits_ = ops.alloc(DType::kF32, {t, model.vocab_size()});
   model.allocate_workspace(t, t);
@@ -338,9 +339,11 @@ Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool a
                                        shape.mask_words)
                               : layout(shape.num_tokens, shape.num_seqs, shape.num_logits, shape.width, shape.mask_words,
                                        shape.views);
+  staging_read_->wait();
   pack(seqs, l);
   if (bucket > 0) pack_padding(shape.num_seqs, shape.uniform_new, shape.uniform_logits, l);
   ops_.copy_from_host(inputs_.view.slice(0, l.size), staging_.view.data);
+  staging_read_->record();
   const model::ForwardContext ctx = context(l);
   const Tensor logits = logits_.view.slice(0, l.num_logits);
   if (bucket == 0) {

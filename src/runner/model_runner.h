@@ -157,6 +157,9 @@ class ModelRunner {
   int32_t max_mask_words_;
   std::vector<int32_t> scratch_blocks_;  // [KV groups] the block padding rows use: num_blocks[g], past the pool
   backend::Buffer staging_, inputs_;  // packed int32 step inputs: page-locked host, device
+  // Passed once the last upload from staging_ has run: a step that samples nothing returns before its
+  // queued work runs, and the next step's pack() must not rewrite what that upload has yet to read.
+  std::unique_ptr<backend::QueueMark> staging_read_;
   backend::Buffer logits_;
   std::vector<float> h_logits_;
   std::vector<int32_t> buckets_;

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -352,6 +354,56 @@ TEST(CudaRunner, VerifyStepsReplayFromGraphsAsEagerStepsRun) {
   EXPECT_EQ(with_graphs, eager);
   EXPECT_EQ(graph_replays, 4);  // five uniform steps, all within one block: captured once, replayed four times
   EXPECT_EQ(eager_replays, 0);
+}
+
+// A long prompt's chunks sample nothing, so their steps return while their work is still queued; the next
+// chunk's inputs must not overwrite the staged ones before their upload has run. A hundred GEMMs queued
+// ahead of the chunks keep the GPU far behind the host, so an upload that did not wait would read a later
+// chunk's inputs (its positions, its slots) and leave the first chunk's keys unwritten. The chunked
+// prompt's last logits must equal one whole-prompt step's up to bf16 rounding of the different order.
+TEST(CudaRunner, ChunksThatSampleNothingKeepTheirInputs) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto backend = engine::make_backend("cuda");
+  ASSERT_TRUE(backend.ok()) << backend.status().to_string();
+  backend::Ops& ops = *backend->ops;
+  auto loaded = model::load_model(std::string(DRIFT_FIXTURES_DIR) + "/models/llama", ops);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  constexpr int32_t kPrompt = 96, kChunk = 32;
+  runner::RunnerConfig rc;
+  rc.num_blocks = {16};
+  rc.max_num_seqs = 1;
+  rc.max_num_tokens = kPrompt;
+  rc.max_model_len = 128;
+  rc.cuda_graphs = false;
+  runner::ModelRunner runner(**loaded, ops, rc, backend->make_sampler(rc.max_num_seqs, (*loaded)->vocab_size()));
+  std::vector<int32_t> tokens(kPrompt);
+  for (int32_t i = 0; i < kPrompt; ++i) tokens[size_t(i)] = (i * 37 + 11) % int32_t((*loaded)->vocab_size());
+  const std::vector<std::vector<int32_t>> whole_table = {{0, 1, 2, 3, 4, 5}}, chunked_table = {{8, 9, 10, 11, 12, 13}};
+
+  auto whole = runner.step(std::vector<runner::SeqStep>{{tokens, 0, kPrompt, whole_table, true}});
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  const std::vector<float> expected(whole->begin(), whole->end());
+
+  const backend::Buffer x = ops.alloc(DType::kBF16, {4096, 4096}), w = ops.alloc(DType::kBF16, {4096, 4096}),
+                        out = ops.alloc(DType::kBF16, {4096, 4096});
+  backend::zero_fill(ops, x.view);
+  backend::zero_fill(ops, w.view);
+  for (int i = 0; i < 100; ++i) ops.linear(x.view, w.view, Tensor(), out.view);
+  for (int32_t done = 0; done + kChunk < kPrompt; done += kChunk) {
+    auto queued = runner.step_and_sample(std::vector<runner::SeqStep>{{tokens, done, kChunk, chunked_table, false}}, {});
+    ASSERT_TRUE(queued.ok()) << queued.status().to_string();
+    ASSERT_TRUE(queued->empty());
+  }
+  auto last = runner.step(std::vector<runner::SeqStep>{{tokens, kPrompt - kChunk, kChunk, chunked_table, true}});
+  ASSERT_TRUE(last.ok()) << last.status().to_string();
+  ASSERT_EQ(last->size(), expected.size());
+  float largest = 0.0f, worst = 0.0f;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    largest = std::max(largest, std::abs(expected[i]));
+    worst = std::max(worst, std::abs((*last)[i] - expected[i]));
+  }
+  std::printf("[ runner   ] chunked vs whole prompt: largest logit %.4f, largest difference %.5f\n", largest, worst);
+  EXPECT_LE(worst, 0.01f * largest);
 }
 
 }  // namespace

@@ -83,6 +83,27 @@ Buffer CudaOps::alloc_host(DType dtype, std::initializer_list<int64_t> shape) {
   return Buffer{std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); }), view};
 }
 
+namespace {
+
+// An event on the ops' stream; record() outside any capture only.
+class CudaQueueMark final : public QueueMark {
+ public:
+  explicit CudaQueueMark(cudaStream_t stream) : stream_(stream) {
+    DRIFT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  }
+  ~CudaQueueMark() override { cudaEventDestroy(event_); }
+  void record() override { DRIFT_CUDA_CHECK(cudaEventRecord(event_, stream_)); }
+  void wait() override { DRIFT_CUDA_CHECK(cudaEventSynchronize(event_)); }  // a never-recorded event has passed
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<QueueMark> CudaOps::make_mark() { return std::make_unique<CudaQueueMark>(stream_); }
+
 void CudaOps::begin_capture() {
   DRIFT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   DRIFT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));

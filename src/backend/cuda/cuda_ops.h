@@ -55,6 +55,7 @@ class CudaOps final : public Ops {
   Buffer alloc(DType dtype, std::initializer_list<int64_t> shape) override;
   // Page-locked host memory (cudaHostAlloc).
   Buffer alloc_host(DType dtype, std::initializer_list<int64_t> shape) override;
+  std::unique_ptr<QueueMark> make_mark() override;
   void copy_from_host(const Tensor& dst, const void* src) override;
   // Returns once the bytes are on the host (it waits for the work queued before it).
   void copy_to_host(void* dst, const Tensor& src) override;
