@@ -1,6 +1,6 @@
 // MLA-lite and DSA-lite retrofits on the CPU backend: a full-rank MLA-lite retrofit is the model (its
 // logits within 1e-4 of the largest), a cut one is not and caches less; DSA-lite whose top-k covers the
-// context is full attention, a smaller top-k is not; chunked prefill and batching give the same logits
+// context is full attention (and skips the selection where it covers the whole table), a smaller top-k is not; chunked prefill and batching give the same logits
 // with both on; bad retrofit files are refused with the name of what is wrong. Where the CUDA backend is
 // built: MLA-lite runs through its MLA kernel and matches the CPU (on a GPU), DSA-lite is refused by name.
 #include <gtest/gtest.h>
@@ -138,16 +138,39 @@ TEST(RetrofitTest, CutMlaLiteCachesLessAndChangesTheLogits) {
   EXPECT_GT(error_between(lite, base, prompt(40)), 1e-2);
 }
 
+// Top-k 60 over 60 tokens: the selection keeps every key (the tables are 64 slots wide, so the sparse kernels
+// run) and is full attention. Top-k 64 covers the whole table: the layer skips the selection and attends
+// densely, the very ops of the plain model, so the logits are equal to the last bit.
 TEST(RetrofitTest, DsaLiteWithTopKOverTheContextIsFullAttention) {
   const std::string dir = fixture_dir("llama");
   Loaded base = load(dir, "");
+  Loaded covering = load(dir, retrofit_path("dsa_60", {.mla_lite = false, .dsa_lite = true, .top_k = 60}, dir));
   Loaded dense = load(dir, retrofit_path("dsa_all", {.mla_lite = false, .dsa_lite = true, .top_k = 64}, dir));
   Loaded sparse = load(dir, retrofit_path("dsa_few", {.mla_lite = false, .dsa_lite = true, .top_k = 8}, dir));
-  ASSERT_TRUE(base.runner && dense.runner && sparse.runner);
+  ASSERT_TRUE(base.runner && covering.runner && dense.runner && sparse.runner);
   ASSERT_EQ(dense.model->kv_specs(DType::kBF16).size(), 2u);
   EXPECT_EQ(dense.model->kv_specs(DType::kBF16)[1].name, "indexer");
-  EXPECT_LE(error_between(dense, base, prompt(60)), 1e-6);
+  EXPECT_LE(error_between(covering, base, prompt(60)), 1e-6);
+  EXPECT_EQ(error_between(dense, base, prompt(60)), 0.0);
   EXPECT_GT(error_between(sparse, base, prompt(60)), 1e-3);
+}
+
+// A dense step still writes the indexer's keys: a 100-token prompt whose first 48 tokens run dense (64
+// slots <= top-k 64) and the rest sparse (128 slots) scores the first chunk's keys as one sparse step does.
+TEST(RetrofitTest, DsaLiteDenseStepsWriteTheKeysLaterStepsSelectFrom) {
+  const std::string dir = fixture_dir("llama");
+  Loaded l = load(dir, retrofit_path("dsa_64", {.mla_lite = false, .dsa_lite = true, .top_k = 64}, dir));
+  Loaded base = load(dir, "");
+  ASSERT_TRUE(l.runner && base.runner);
+  const std::vector<int32_t> ids = prompt(100);
+  const std::vector<float> whole = logits_of(l, ids, 100);
+  const std::vector<float> chunked = logits_of(l, ids, 48, 20);
+  ASSERT_EQ(chunked.size(), whole.size());
+  EXPECT_LE(relative_max_error(chunked.data(), whole.data(), whole.size()), 1e-5);
+  // Past 64 tokens the selection leaves keys out: not the plain model's logits.
+  const std::vector<float> plain = logits_of(base, ids, 100);
+  ASSERT_EQ(plain.size(), whole.size());
+  EXPECT_GT(relative_max_error(whole.data(), plain.data(), whole.size()), 1e-3);
 }
 
 TEST(RetrofitTest, BothRetrofitsGiveTheSameLogitsChunkedAndOnOtherBlocks) {

@@ -39,13 +39,14 @@ void DsaIndexer::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t b
 Tensor DsaIndexer::select(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, DsaScratch& scratch) const {
   const int64_t n = ctx.num_tokens;
   const Tensor q = scratch.q.view.slice(0, n), w = scratch.weights.view.slice(0, n), k = scratch.k.view.slice(0, n);
-  index_q_.forward(ops, x, q);
-  index_w_.forward(ops, x, w);
   index_k_.forward(ops, x, k);
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   // Views (SpecPV's partial tables) would be read as whole tables here; the engine refuses the pairing.
   DRIFT_CHECK(!kv.block_positions.defined(), "DSA-lite's indexer reads whole block tables, not SpecPV views");
   ops.write_kv(k.view({n, 1, spec_.dim}), Tensor(), kv.slot_mapping, cache_.view, Tensor());
+  if (keeps_every_key(kv)) return Tensor();
+  index_q_.forward(ops, x, q);
+  index_w_.forward(ops, x, w);
   const Tensor selected = scratch.selected.view.slice(0, n);
   ops.indexer_topk({.q = q.view({n, spec_.heads, spec_.dim}), .head_weights = w, .k_cache = cache_.view,
                     .block_tables = kv.block_tables, .query_start = ctx.query_start,
@@ -53,6 +54,10 @@ Tensor DsaIndexer::select(backend::Ops& ops, const ForwardContext& ctx, const Te
                     .selected = selected, .scratch = scratch.scratch.view, .sink_tokens = spec_.sink_tokens,
                     .local_window = spec_.local_window});
   return selected;
+}
+
+bool DsaIndexer::keeps_every_key(const KvGroupContext& kv) const {
+  return kv.block_tables.size(1) * cache_.view.size(1) <= spec_.top_k;
 }
 
 }  // namespace drift::model

@@ -43,13 +43,19 @@ class DsaIndexer {
   static Expected<DsaIndexer> load(WeightLoader& loader, const std::string& prefix, const DsaIndexerSpec& spec);
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size, std::optional<DType> kv_dtype);
   // Writes the new tokens' keys and returns the cache positions each attends to: [ctx.num_tokens, top_k]
-  // int32 (a view of scratch.selected), for chains and draft trees (ctx.tree_mask) alike.
+  // int32 (a view of scratch.selected), for chains and draft trees (ctx.tree_mask) alike; or, where top_k
+  // covers every key the step's queries can see, an undefined tensor: the selection would keep them all,
+  // so the layer attends densely (the same result, without scoring; short prompts and contexts).
   // x: [ctx.num_tokens, hidden], the layer's normed input.
   Tensor select(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, DsaScratch& scratch) const;
   // [num_blocks, block_size, 1, dim]
   const Tensor& cache() const { return cache_.view; }
 
  private:
+  // Whether top_k covers every slot of the step's block tables (their width is a power of two covering the
+  // longest context, so the rule depends on shapes only and a captured step keeps it).
+  bool keeps_every_key(const KvGroupContext& kv) const;
+
   DsaIndexerSpec spec_;
   Linear index_q_, index_k_, index_w_;
   backend::Buffer cache_;
