@@ -29,6 +29,9 @@ struct Request {
   std::string json_prefix, json_suffix;
   int32_t priority = 0;                // lower runs first
   std::string cache_namespace;         // prefix-cache namespace (adapters, retrofits)
+  // SpecPV (EngineConfig::specpv): this request's verify steps all read its whole KV, as refresh 1 does, so
+  // a greedy reply equals non-speculative decoding's; other requests keep their partial verification.
+  bool exact_verification = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

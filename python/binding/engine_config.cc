@@ -113,6 +113,21 @@ void set_speculative(EngineConfig& c, py::handle v, const std::string& name) {
   apply(c.speculative, py::reinterpret_borrow<py::dict>(v), speculative_fields(), name + ".", "speculative");
 }
 
+const Fields<SpecPvConfig>& specpv_fields() {
+  static const Fields<SpecPvConfig> fields = {
+      field("min_context", &SpecPvConfig::min_context), field("refresh", &SpecPvConfig::refresh),
+      field("sink", &SpecPvConfig::sink),               field("retrieval", &SpecPvConfig::retrieval),
+      field("window", &SpecPvConfig::window),           field("buffer", &SpecPvConfig::buffer),
+      field("score", &SpecPvConfig::score),
+  };
+  return fields;
+}
+
+void set_specpv(EngineConfig& c, py::handle v, const std::string& name) {
+  if (!py::isinstance<py::dict>(v)) wrong_type(name, "a dict", v);
+  apply(c.specpv, py::reinterpret_borrow<py::dict>(v), specpv_fields(), name + ".", "specpv");
+}
+
 // model_dir is LLM's first argument and load_progress a C++ callback: neither is a keyword.
 const Fields<EngineConfig>& engine_fields() {
   static const Fields<EngineConfig> fields = {
@@ -142,6 +157,7 @@ const Fields<EngineConfig>& engine_fields() {
       field("slo_tpot_ms", &EngineConfig::slo_tpot_ms),
       field("slo_shed", &EngineConfig::slo_shed),
       {"speculative", &set_speculative},
+      {"specpv", &set_specpv},
   };
   return fields;
 }

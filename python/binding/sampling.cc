@@ -24,7 +24,8 @@ std::vector<std::string> stop_list(const py::object& stop) {
 SamplingOptions make_options(float temperature, float top_p, int32_t top_k, float min_p, int32_t max_tokens,
                              const py::object& stop, std::optional<std::vector<int32_t>> stop_token_ids,
                              std::optional<uint64_t> seed, std::optional<int32_t> logprobs, bool ignore_eos,
-                             float repetition_penalty, float presence_penalty, float frequency_penalty) {
+                             float repetition_penalty, float presence_penalty, float frequency_penalty,
+                             bool exact_verification) {
   SamplingOptions o;
   o.sampling.temperature = temperature;
   o.sampling.top_p = top_p;
@@ -39,6 +40,7 @@ SamplingOptions make_options(float temperature, float top_p, int32_t top_k, floa
   o.stop = stop_list(stop);
   o.stop_token_ids = stop_token_ids.value_or(std::vector<int32_t>{});
   o.ignore_eos = ignore_eos;
+  o.exact_verification = exact_verification;
   o.validate();
   return o;
 }
@@ -70,11 +72,11 @@ std::string repr(const SamplingOptions& o) {
   const py::object logprobs = o.wants_logprobs() ? py::cast(o.sampling.top_logprobs) : none;
   return py::str("SamplingParams(temperature={}, top_p={}, top_k={}, min_p={}, max_tokens={}, stop={!r}, "
                  "stop_token_ids={}, seed={}, logprobs={}, ignore_eos={}, repetition_penalty={}, "
-                 "presence_penalty={}, frequency_penalty={})")
+                 "presence_penalty={}, frequency_penalty={}, exact_verification={})")
       .format(as_written(o.sampling.temperature), as_written(o.sampling.top_p), o.sampling.top_k,
               as_written(o.sampling.min_p), o.max_tokens, o.stop, o.stop_token_ids, seed, logprobs, o.ignore_eos,
               as_written(o.sampling.repetition_penalty), as_written(o.sampling.presence_penalty),
-              as_written(o.sampling.frequency_penalty));
+              as_written(o.sampling.frequency_penalty), o.exact_verification);
 }
 
 }  // namespace
@@ -91,6 +93,7 @@ Request SamplingOptions::to_request() const {
   r.stop = stop;
   r.stop_token_ids = stop_token_ids;
   r.ignore_eos = ignore_eos;
+  r.exact_verification = exact_verification;
   return r;
 }
 
@@ -102,7 +105,7 @@ void bind_sampling_params(py::module_& m) {
         py::arg("top_k") = 0, py::arg("min_p") = 0.0f, py::arg("max_tokens") = 16, py::arg("stop") = py::none(),
         py::arg("stop_token_ids") = py::none(), py::arg("seed") = py::none(), py::arg("logprobs") = py::none(),
         py::arg("ignore_eos") = false, py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f,
-        py::arg("frequency_penalty") = 0.0f);
+        py::arg("frequency_penalty") = 0.0f, py::arg("exact_verification") = false);
   def_sampling_field(c, "temperature", &SamplingParams::temperature);
   def_sampling_field(c, "top_p", &SamplingParams::top_p);
   def_sampling_field(c, "top_k", &SamplingParams::top_k);
@@ -120,6 +123,8 @@ void bind_sampling_params(py::module_& m) {
   c.def_readwrite("max_tokens", &SamplingOptions::max_tokens);
   c.def_readwrite("stop_token_ids", &SamplingOptions::stop_token_ids);
   c.def_readwrite("ignore_eos", &SamplingOptions::ignore_eos);
+  // Drift's: with SpecPV on, this request's verify steps read its whole KV (greedy = non-speculative output).
+  c.def_readwrite("exact_verification", &SamplingOptions::exact_verification);
   c.def("__repr__", &repr);
 }
 

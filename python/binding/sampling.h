@@ -18,6 +18,7 @@ struct SamplingOptions {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  bool exact_verification = false;  // Request::exact_verification
 
   // Raises ValueError with the engine's message, naming the field and the value.
   void validate() const;

@@ -10,11 +10,14 @@ class SamplingParamsTest(unittest.TestCase):
         p = drift.SamplingParams()
         self.assertEqual((p.temperature, p.top_p, p.top_k, p.min_p, p.max_tokens), (1.0, 1.0, 0, 0.0, 16))
         self.assertEqual((p.stop, p.stop_token_ids, p.seed, p.logprobs, p.ignore_eos), ([], [], None, None, False))
+        self.assertFalse(p.exact_verification)
 
     def test_values_read_back_as_written(self):
-        p = drift.SamplingParams(temperature=0.7, top_p=0.95, stop="\n", seed=3, logprobs=0)
+        p = drift.SamplingParams(temperature=0.7, top_p=0.95, stop="\n", seed=3, logprobs=0, exact_verification=True)
         self.assertEqual((p.temperature, p.top_p, p.stop, p.seed, p.logprobs), (0.7, 0.95, ["\n"], 3, 0))
+        self.assertTrue(p.exact_verification)
         self.assertIn("temperature=0.7", repr(p))
+        self.assertIn("exact_verification=True", repr(p))
 
     def test_out_of_range_is_a_value_error_with_the_engines_message(self):
         cases = {
@@ -72,6 +75,24 @@ class EngineErrorsTest(unittest.TestCase):
             with self.assertRaisesRegex(drift.DriftError, "context length is 64") as caught:
                 llm.generate("word " * 100)
             self.assertEqual(caught.exception.code, "invalid_argument")
+
+    def test_specpv_and_exact_verification_reach_the_engine(self):
+        prompt = [31, 75, 402, 9, 188, 77] * 22  # repeats, so prompt lookup drafts; longer than the budgets
+        plain = drift.LLM(DEFAULT_MODEL)
+        want = plain.generate(prompt, greedy(24, ignore_eos=True))[0].token_ids
+        plain.shutdown()
+        with drift.LLM(DEFAULT_MODEL, speculative={"method": "ngram", "num_tokens": 3},
+                       specpv={"min_context": 64, "refresh": 8, "sink": 16, "retrieval": 16, "window": 16,
+                               "buffer": 8}) as llm:
+            exact = llm.generate(prompt, greedy(24, ignore_eos=True, exact_verification=True))[0]
+            self.assertEqual(exact.token_ids, want)
+            m = llm.metrics()
+            self.assertGreater(m["spec_decode_num_full_verifies"], 0)
+            self.assertEqual(m["spec_decode_num_partial_verifies"], 0)
+            llm.generate(prompt, greedy(24, ignore_eos=True))
+            self.assertGreater(llm.metrics()["spec_decode_num_partial_verifies"], 0)
+        with self.assertRaisesRegex(TypeError, "'specpv.budget'"):
+            drift.LLM(DEFAULT_MODEL, specpv={"budget": 1})
 
     def test_metrics_give_each_kv_pool(self):
         # GPT-OSS alternates 8-token sliding windows with full attention: the sliding pool is sized for the window.

@@ -56,7 +56,8 @@ void EngineImpl::run_step() {
   }
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
   const auto step_start = Clock::now();
-  const std::vector<std::vector<core::PartialView>> views = specpv_ ? specpv_->plan_views(plan)
+  const auto exact = [this](int64_t id) { return requests_.at(id)->request.exact_verification; };
+  const std::vector<std::vector<core::PartialView>> views = specpv_ ? specpv_->plan_views(plan, exact)
                                                                      : std::vector<std::vector<core::PartialView>>();
   if (specpv_) {
     std::lock_guard lock(metrics_mu_);

@@ -12,10 +12,10 @@ SpecPvPlanner::SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpe
       scorer_(config.score == "specpv" ? spec::BlockScore::kSpecPv : spec::BlockScore::kQuest, std::move(kv_specs),
               block_size) {}
 
-bool SpecPvPlanner::partial_step(int64_t seq_id, int32_t verified) {
+bool SpecPvPlanner::partial_step(int64_t seq_id, int32_t verified, bool exact) {
   SeqState& st = seqs_[seq_id];
   const bool buffer_full = st.full_len < 0 || verified - st.full_len > config_.buffer;
-  if (buffer_full || st.partials_in_row + 1 >= config_.refresh) {
+  if (exact || buffer_full || st.partials_in_row + 1 >= config_.refresh) {
     st = {.full_len = verified, .partials_in_row = 0};
     ++num_full_;
     return false;
@@ -43,7 +43,8 @@ std::vector<core::PartialView> SpecPvPlanner::views_of(const core::ScheduledSeq&
   return views;
 }
 
-std::vector<std::vector<core::PartialView>> SpecPvPlanner::plan_views(const core::BatchPlan& plan) {
+std::vector<std::vector<core::PartialView>> SpecPvPlanner::plan_views(const core::BatchPlan& plan,
+                                                                      const std::function<bool(int64_t)>& exact) {
   std::vector<std::vector<core::PartialView>> views(plan.seqs.size());
   bool any = false;
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
@@ -51,7 +52,7 @@ std::vector<std::vector<core::PartialView>> SpecPvPlanner::plan_views(const core
     const int32_t drafts = s.seq->num_draft_tokens;
     // A verify step: it samples, and its drafts are among its new tokens.
     if (!s.samples || drafts == 0 || s.seq->num_tokens() < config_.min_context) continue;
-    if (!partial_step(s.seq_id, s.seq->num_tokens() - drafts)) continue;
+    if (!partial_step(s.seq_id, s.seq->num_tokens() - drafts, exact && exact(s.seq_id))) continue;
     views[k] = views_of(s);
     any = true;
   }

@@ -5,7 +5,8 @@
 // A sequence's verify step (it carries drafts) is "SpecPV" once the sequence holds at least min_context
 // tokens. Its first such step is full (it anchors the buffer); after a full one, refresh - 1 partial
 // ones follow, unless more than `buffer` tokens were accepted since the last full one (the window is
-// anchored there, so the buffer would overflow) — then the step is full again.
+// anchored there, so the buffer would overflow) — then the step is full again. A request that asked for
+// exact verification has only full ones.
 //
 // Retrieval scores come from the sequence's previous step's queries (SpecPvScorer, the runner's query
 // tap); a sequence not yet scored ranks its blocks by recency. Either way a view is the whole table
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +38,10 @@ class SpecPvPlanner {
   // [plan.seqs.size()] the views of each sequence (empty: whole tables), or empty when no sequence of
   // the step reads a partial view. Counts the step's partial and full SpecPV verifies, and has the
   // scorer score this step's sequences of at least min_context tokens whose step reaches their end.
-  std::vector<std::vector<core::PartialView>> plan_views(const core::BatchPlan& plan);
+  // `exact(seq_id)`: the sequence's request asked for exact verification (Request::exact_verification):
+  // its verify steps are all full.
+  std::vector<std::vector<core::PartialView>> plan_views(const core::BatchPlan& plan,
+                                                         const std::function<bool(int64_t)>& exact = {});
   // A sequence left (finished, aborted, preempted): its anchor goes.
   void forget(int64_t seq_id) {
     seqs_.erase(seq_id);
@@ -52,7 +57,7 @@ class SpecPvPlanner {
     int32_t partials_in_row = 0;  // partial verifies since then
   };
   // Whether this verify step of `seq` (verified tokens, drafts) reads a partial view; updates its state.
-  bool partial_step(int64_t seq_id, int32_t verified);
+  bool partial_step(int64_t seq_id, int32_t verified, bool exact);
   std::vector<core::PartialView> views_of(const core::ScheduledSeq& s) const;
 
   SpecPvConfig config_;

@@ -96,6 +96,8 @@ void read_common_fields(FieldReader& f, const ServedModel& served, Request& base
   f.read_string_list("stop", base.stop);
   f.read_int_list("stop_token_ids", base.stop_token_ids, 0, served.vocab_size - 1);
   f.read_bool("ignore_eos", base.ignore_eos);
+  // Drift's extension: with SpecPV on, every verify step of this request reads its whole KV.
+  f.read_bool("exact_verification", base.exact_verification);
   // vLLM's extension: waiting requests of a lower value are scheduled first (and preempted last).
   f.read_int("priority", base.priority, std::numeric_limits<int32_t>::min(), kMaxInt32);
   f.read_int("n", plan.n, 1, kMaxChoices);

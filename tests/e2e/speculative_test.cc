@@ -39,5 +39,40 @@ TEST(SpeculativeServe, SameCompletionAndSpecDecodeMetrics) {
   EXPECT_LE(*first, *drafts);
 }
 
+// SpecPV with budgets smaller than the prompt: a request with "exact_verification" verifies every step in
+// full (the plain server's greedy text, no partial verify counted); one without it verifies partially.
+TEST(SpeculativeServe, ExactVerificationIsPerRequest) {
+  std::vector<int32_t> prompt;
+  while (prompt.size() < 130)
+    for (int32_t t : {31, 75, 402, 9, 188, 77}) prompt.push_back(t);
+  Json body = {{"prompt", prompt}, {"max_tokens", 24}, {"ignore_eos", true}, {"temperature", 0}};
+  TestServer plain;
+  const HttpReply want = post_json(plain, "/v1/completions", body);
+  ASSERT_EQ(want.status, 200) << want.body;
+
+  TestServer spec(TestServerOptions{
+      .speculative = {.method = "ngram", .num_tokens = 3},
+      .specpv = {.min_context = 64, .refresh = 8, .sink = 16, .retrieval = 16, .window = 16, .buffer = 8}});
+  auto partial_verifies = [&] {
+    EXPECT_TRUE(wait_until_idle(spec.engine(), 5.0));
+    const HttpReply metrics = get(spec, "/metrics");
+    return metric_value(metrics.body, "drift:spec_decode_num_partial_verifies_total").value_or(-1);
+  };
+  body["exact_verification"] = true;
+  const HttpReply exact = post_json(spec, "/v1/completions", body);
+  ASSERT_EQ(exact.status, 200) << exact.body;
+  EXPECT_EQ(exact.json["choices"][0]["text"], want.json["choices"][0]["text"]);
+  EXPECT_EQ(partial_verifies(), 0);
+
+  body["exact_verification"] = false;
+  ASSERT_EQ(post_json(spec, "/v1/completions", body).status, 200);
+  EXPECT_GT(partial_verifies(), 0);
+
+  body["exact_verification"] = "yes";
+  const HttpReply bad = post_json(spec, "/v1/completions", body);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("exact_verification"), std::string::npos) << bad.body;
+}
+
 }  // namespace
 }  // namespace drift::e2e

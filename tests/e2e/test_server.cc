@@ -38,6 +38,7 @@ TestServer::TestServer(TestServerOptions o) {
   config.max_num_seqs = o.max_num_seqs;
   config.max_waiting_requests = o.max_waiting_requests;
   config.speculative = o.speculative;
+  config.specpv = o.specpv;
   config.kv_cache_bytes = int64_t(64) << 20;
   auto engine = Engine::create(config);
   if (!engine.ok()) throw std::runtime_error("engine: " + engine.status().to_string());

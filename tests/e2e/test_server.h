@@ -33,6 +33,7 @@ struct TestServerOptions {
   int32_t max_num_seqs = 64;
   int32_t max_waiting_requests = 4096;
   SpeculativeConfig speculative;
+  SpecPvConfig specpv;
   bool access_log = false;
 };
 

@@ -1,6 +1,6 @@
 // SpecPV through the engine (CPU): verify steps of long sequences read a partial view of their block
-// table. Budgets covering the context change nothing; refresh 1 (every verify full) keeps greedy output
-// exact; small budgets run to the end without leaking blocks or allocating any more than without SpecPV,
+// table. Budgets covering the context change nothing; refresh 1 (every verify full), or a request's
+// exact_verification, keeps greedy output exact; small budgets run to the end without leaking blocks or allocating any more than without SpecPV,
 // and the partial and full verify counts follow the refresh interval.
 #include <gtest/gtest.h>
 
@@ -142,6 +142,26 @@ TEST(SpecPv, SmallBudgetsCountRefreshes) {
   // The views really leave blocks out: the fixture's random weights are far from SpecPV's premise that
   // the chosen blocks carry the attention, so its greedy choices change.
   EXPECT_NE(pv.tokens, run(base_config(true), long_requests(6, 40)).tokens);
+}
+
+// (c) per request: a request that asks for exact verification gets non-speculative greedy output among
+// requests that verify partially with small budgets; when every request asks, no verify step is partial.
+TEST(SpecPv, ExactRequestsVerifyInFullBesideOthers) {
+  const RunResult plain = run(base_config(false), long_requests(6, 40));
+  const EngineConfig c = with_specpv(base_config(true), 8, true);
+  std::vector<Request> mixed = long_requests(6, 40);
+  for (size_t i = 0; i < mixed.size(); i += 2) mixed[i].exact_verification = true;
+  const RunResult pv = run(c, mixed);
+  ASSERT_EQ(pv.tokens.size(), plain.tokens.size());
+  for (size_t i = 0; i < mixed.size(); i += 2) EXPECT_EQ(pv.tokens[i], plain.tokens[i]) << "request " << i;
+  EXPECT_GT(pv.metrics.spec_decode_num_partial_verifies, 0);
+
+  std::vector<Request> all = long_requests(6, 40);
+  for (Request& r : all) r.exact_verification = true;
+  const RunResult exact = run(c, all);
+  EXPECT_EQ(exact.tokens, plain.tokens);
+  EXPECT_EQ(exact.metrics.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(exact.metrics.spec_decode_num_full_verifies, 0);
 }
 
 TEST(SpecPv, RefusedWithoutSpeculationOrOffCpu) {
