@@ -143,8 +143,10 @@ struct EngineMetrics {
   // drafts accepted, and accepted drafts by position in their draft (index 0: the first draft).
   int64_t spec_decode_num_drafts = 0, spec_decode_num_draft_tokens = 0, spec_decode_num_accepted_tokens = 0;
   std::vector<int64_t> spec_decode_num_accepted_tokens_per_pos;
-  // SpecPV: verify steps that read part of the KV, and those of SpecPV sequences that read all of it.
+  // SpecPV: verify steps that read part of the KV, and those of SpecPV sequences that read all of it; tokens
+  // whose KV a full verification computed again because a partial one had computed it.
   int64_t spec_decode_num_partial_verifies = 0, spec_decode_num_full_verifies = 0;
+  int64_t spec_decode_num_recomputed_tokens = 0;
   Histogram time_to_first_token_s, time_per_output_token_s, e2e_request_latency_s, tokens_per_step;
 };
 

@@ -56,6 +56,11 @@ class EngineImpl final : public Engine {
   void run_step();
   // Appends drafts to the running greedy decodes, within the step's token budget (speculation on).
   void propose_drafts();
+  // SpecPV: a sequence whose coming verify step is full first has the tokens it verified against partial
+  // views computed again (Scheduler::recompute_approximate), where the step's budget holds them.
+  void refresh_kv();
+  // SpecPV: marks the KV of each sequence whose step reads a partial view as approximate.
+  void mark_approximate(const core::BatchPlan& plan, const std::vector<std::vector<core::PartialView>>& views);
   // Samples every logits row of the step (one per sampling sequence, 1 + drafts for a verify): on the
   // device where the backend samples, else on the host.
   // `views`: SpecPV's partial views of the step (runner::ModelRunner::PlanViews).

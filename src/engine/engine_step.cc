@@ -28,6 +28,7 @@ std::string flush_text(RequestState& state) {
 
 void EngineImpl::run_step() {
   propose_drafts();
+  if (specpv_) refresh_kv();
   if (slo_) apply_slo_policy();
   core::BatchPlan plan = scheduler_->plan();
   scheduler_->commit(plan);
@@ -59,6 +60,7 @@ void EngineImpl::run_step() {
   const auto exact = [this](int64_t id) { return requests_.at(id)->request.exact_verification; };
   const std::vector<std::vector<core::PartialView>> views = specpv_ ? specpv_->plan_views(plan, exact)
                                                                      : std::vector<std::vector<core::PartialView>>();
+  mark_approximate(plan, views);
   if (specpv_) {
     std::lock_guard lock(metrics_mu_);
     metrics_.spec_decode_num_partial_verifies = specpv_->num_partial();
@@ -128,6 +130,44 @@ void EngineImpl::propose_drafts() {
   }
   // A tree continues the state it was drafted from: one not used now is stale.
   if (drafter_) drafter_->clear_trees();
+}
+
+void EngineImpl::refresh_kv() {
+  // A verify step is never split: decodes take all their uncomputed tokens first, so the ones computed
+  // again must fit beside every running decode's.
+  int32_t budget = scheduler_->token_budget();
+  std::vector<const core::Sequence*> refreshing;
+  for (const auto& [id, state] : requests_) {
+    const core::Sequence* seq = scheduler_->find(id);
+    if (seq == nullptr || seq->status != core::SeqStatus::kRunning || seq->leaving() || !seq->in_decode()) continue;
+    budget -= seq->num_uncomputed();
+    if (seq->approximate_from >= 0 && seq->draft_parents.empty() &&
+        specpv_->next_verify_full(id, seq->num_tokens(), seq->num_draft_tokens, state->request.exact_verification))
+      refreshing.push_back(seq);
+  }
+  int64_t recomputed = 0;
+  for (const core::Sequence* seq : refreshing) {
+    if (seq->num_computed - seq->approximate_from > budget) continue;
+    Expected<int32_t> n = scheduler_->recompute_approximate(seq->seq_id);
+    DRIFT_CHECK(n.ok(), "{}", n.status().to_string());
+    budget -= *n;
+    recomputed += *n;
+  }
+  std::lock_guard lock(metrics_mu_);
+  metrics_.spec_decode_num_recomputed_tokens += recomputed;
+}
+
+void EngineImpl::mark_approximate(const core::BatchPlan& plan, const std::vector<std::vector<core::PartialView>>& views) {
+  const int32_t bs = scheduler_->kv_config().block_size;
+  for (size_t k = 0; k < views.size(); ++k) {
+    // A view of every block (the budgets cover the context) reads what full attention reads.
+    const int32_t blocks = core::blocks_for_tokens(plan.seqs[k].num_computed + plan.seqs[k].num_new, bs);
+    const bool partial = std::any_of(views[k].begin(), views[k].end(),
+                                     [&](const core::PartialView& v) { return v.size() > 0 && v.size() < blocks; });
+    if (!partial) continue;
+    const Status s = scheduler_->mark_approximate(plan.seqs[k].seq_id, plan.seqs[k].num_computed);
+    DRIFT_CHECK(s.ok(), "{}", s.to_string());
+  }
 }
 
 bool EngineImpl::speculates(const RequestState& state) const {

@@ -12,11 +12,20 @@ SpecPvPlanner::SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpe
       scorer_(config.score == "specpv" ? spec::BlockScore::kSpecPv : spec::BlockScore::kQuest, std::move(kv_specs),
               block_size) {}
 
-bool SpecPvPlanner::partial_step(int64_t seq_id, int32_t verified, bool exact) {
+bool SpecPvPlanner::next_verify_full(int64_t seq_id, int32_t num_tokens, int32_t drafts, bool exact) const {
+  if (drafts == 0 || num_tokens < config_.min_context) return false;
+  const auto it = seqs_.find(seq_id);
+  if (exact || it == seqs_.end()) return true;
+  const SeqState& st = it->second;
+  const bool buffer_full = st.full_len < 0 || num_tokens - drafts - st.full_len > config_.buffer;
+  return buffer_full || st.partials_in_row + 1 >= config_.refresh;
+}
+
+bool SpecPvPlanner::partial_step(int64_t seq_id, int32_t num_tokens, int32_t drafts, bool exact) {
+  const bool full = next_verify_full(seq_id, num_tokens, drafts, exact);
   SeqState& st = seqs_[seq_id];
-  const bool buffer_full = st.full_len < 0 || verified - st.full_len > config_.buffer;
-  if (exact || buffer_full || st.partials_in_row + 1 >= config_.refresh) {
-    st = {.full_len = verified, .partials_in_row = 0};
+  if (full) {
+    st = {.full_len = num_tokens - drafts, .partials_in_row = 0};
     ++num_full_;
     return false;
   }
@@ -52,7 +61,7 @@ std::vector<std::vector<core::PartialView>> SpecPvPlanner::plan_views(const core
     const int32_t drafts = s.seq->num_draft_tokens;
     // A verify step: it samples, and its drafts are among its new tokens.
     if (!s.samples || drafts == 0 || s.seq->num_tokens() < config_.min_context) continue;
-    if (!partial_step(s.seq_id, s.seq->num_tokens() - drafts, exact && exact(s.seq_id))) continue;
+    if (!partial_step(s.seq_id, s.seq->num_tokens(), drafts, exact && exact(s.seq_id))) continue;
     views[k] = views_of(s);
     any = true;
   }

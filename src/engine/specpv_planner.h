@@ -42,6 +42,10 @@ class SpecPvPlanner {
   // its verify steps are all full.
   std::vector<std::vector<core::PartialView>> plan_views(const core::BatchPlan& plan,
                                                          const std::function<bool(int64_t)>& exact = {});
+  // Whether the coming verify step of a sequence of `num_tokens` tokens with `drafts` drafts is full (as
+  // plan_views() will decide it; false where it is no SpecPV step). Before plan(): a full one first has
+  // the tokens verified partially since the last full one computed again (EngineImpl::refresh_kv).
+  bool next_verify_full(int64_t seq_id, int32_t num_tokens, int32_t drafts, bool exact) const;
   // A sequence left (finished, aborted, preempted): its anchor goes.
   void forget(int64_t seq_id) {
     seqs_.erase(seq_id);
@@ -56,8 +60,8 @@ class SpecPvPlanner {
     int32_t full_len = -1;        // verified tokens at the last full verification; -1: none yet
     int32_t partials_in_row = 0;  // partial verifies since then
   };
-  // Whether this verify step of `seq` (verified tokens, drafts) reads a partial view; updates its state.
-  bool partial_step(int64_t seq_id, int32_t verified, bool exact);
+  // Whether this verify step of a sequence reads a partial view (next_verify_full's rule); updates its state.
+  bool partial_step(int64_t seq_id, int32_t num_tokens, int32_t drafts, bool exact);
   std::vector<core::PartialView> views_of(const core::ScheduledSeq& s) const;
 
   SpecPvConfig config_;

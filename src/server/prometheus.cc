@@ -141,6 +141,9 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
             double(m.spec_decode_num_partial_verifies));
   e.counter("drift:spec_decode_num_full_verifies_total", "SpecPV verify steps that read all of the KV cache (refreshes).",
             double(m.spec_decode_num_full_verifies));
+  e.counter("drift:spec_decode_num_recomputed_tokens_total",
+            "SpecPV: tokens whose KV a full verification computed again after a partial one.",
+            double(m.spec_decode_num_recomputed_tokens));
   return e.take();
 }
 

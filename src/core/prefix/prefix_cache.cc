@@ -132,8 +132,11 @@ int32_t PrefixCache::match(const Sequence& seq, int32_t max_blocks, std::vector<
 }
 
 void PrefixCache::publish(Sequence& seq) {
-  // Draft tokens may be rejected and overwritten, so a block holding one is not final yet.
-  int32_t num_full = std::min(seq.num_computed, seq.num_tokens() - seq.num_draft_tokens) / block_size_;
+  // Draft tokens may be rejected and overwritten, so a block holding one is not final yet; nor is one
+  // holding KV computed against a partial view (SpecPV), until it is computed again.
+  int32_t final_tokens = std::min(seq.num_computed, seq.num_tokens() - seq.num_draft_tokens);
+  if (seq.approximate_from >= 0) final_tokens = std::min(final_tokens, seq.approximate_from);
+  int32_t num_full = final_tokens / block_size_;
   if (static_cast<int32_t>(seq.block_entries.size()) >= num_full) return;
   hash_blocks(seq);
   std::span<const int32_t> tokens(seq.tokens);

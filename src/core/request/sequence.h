@@ -40,6 +40,10 @@ struct Sequence {
   int32_t num_prompt_tokens = 0;  // tokens.size() at add()
   int32_t num_computed = 0;       // tokens whose KV is written, in every group
   int32_t num_draft_tokens = 0;   // trailing tokens a drafter proposed, not verified yet: never published
+  // SpecPV: tokens from this position on were verified against a partial view of the cache, so their KV
+  // is approximate and never published, until Scheduler::recompute_approximate() has it computed again.
+  // -1: none.
+  int32_t approximate_from = -1;
   // When the drafts form a tree (EAGLE): each draft's parent among the drafts, -1 for the last verified
   // token ([num_draft_tokens], core/spec/draft_tree.h). Empty: the drafts are a chain.
   std::vector<int32_t> draft_parents;

@@ -246,6 +246,46 @@ Status Scheduler::accept_draft_path(SeqId id, std::span<const int32_t> path) {
   return rollback(id, verified + length, verified + length);
 }
 
+Status Scheduler::mark_approximate(SeqId id, int32_t position) {
+  Sequence* seq = find_mutable(id);
+  if (seq == nullptr) return not_found(fmt::format("mark_approximate: no request {}", id));
+  if (seq->status != SeqStatus::kRunning) return invalid_argument(fmt::format("mark_approximate: request {} is not running", id));
+  const int32_t published = static_cast<int32_t>(seq->block_entries.size()) * kv_.block_size;
+  if (position < published || position > seq->num_tokens())
+    return invalid_argument(fmt::format("mark_approximate: request {}: position {} must lie in [{}, {}] (published blocks end at {})",
+                                        id, position, published, seq->num_tokens(), published));
+  seq->approximate_from = seq->approximate_from < 0 ? position : std::min(seq->approximate_from, position);
+  return Status::Ok();
+}
+
+Expected<int32_t> Scheduler::recompute_approximate(SeqId id) {
+  Sequence* seq = find_mutable(id);
+  if (seq == nullptr) return not_found(fmt::format("recompute_approximate: no request {}", id));
+  if (seq->status != SeqStatus::kRunning || seq->leaving())
+    return invalid_argument(fmt::format("recompute_approximate: request {} is not running", id));
+  if (step_open_) return invalid_argument("recompute_approximate: call it after on_step_done()");
+  const int32_t from = seq->approximate_from;
+  if (from < 0) return 0;
+  if (from >= seq->num_computed) {
+    seq->approximate_from = -1;  // nothing computed approximately is left (its drafts were rejected)
+    return 0;
+  }
+  // The first token computed again attends to keys back to from - window + 1: a window group must hold them.
+  for (int32_t g = 0; g < num_groups(); ++g) {
+    if (windows_[g] <= 0) continue;
+    const std::vector<int32_t>& table = seq->block_tables[g];
+    int32_t first_held = 0;
+    while (first_held < static_cast<int32_t>(table.size()) && table[first_held] == kNoBlock) ++first_held;
+    if (first_held > 0 && first_held * kv_.block_size > from - windows_[g] + 1) return 0;
+  }
+  DRIFT_CHECK_LE(static_cast<int32_t>(seq->block_entries.size()) * kv_.block_size, from);
+  const int32_t n = seq->num_computed - from;
+  seq->num_computed = from;
+  seq->approximate_from = -1;  // nothing past num_computed is published until computed again
+  ++version_;
+  return n;
+}
+
 Status Scheduler::rollback(SeqId id, int32_t new_num_computed, int32_t new_num_tokens) {
   Sequence* seq = find_mutable(id);
   if (seq == nullptr) return not_found(fmt::format("rollback: no request {}", id));

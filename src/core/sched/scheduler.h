@@ -87,6 +87,15 @@ class Scheduler {
   // tokens[0, new_num_computed) (not below the computed verified tokens) and frees the whole blocks past
   // it. The drafts that remain count as accepted.
   Status rollback(SeqId id, int32_t new_num_computed, int32_t new_num_tokens);
+  // SpecPV: the step being run computes the KV of the tokens from `position` on against a partial view of
+  // the cache. Blocks holding them are not published until recompute_approximate() has them computed
+  // again. Call it between commit() and on_step_done().
+  Status mark_approximate(SeqId id, int32_t position);
+  // Has the approximate tokens computed again by the request's next steps (with its next verification):
+  // num_computed goes back to the first of them and their blocks stay. Where a sliding-window group no
+  // longer holds keys they attend to, nothing is rewound and they stay unpublished. Returns the tokens
+  // to compute again (0: none). Call it after on_step_done(), before plan().
+  Expected<int32_t> recompute_approximate(SeqId id);
 
   const Sequence* find(SeqId id) const;
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }

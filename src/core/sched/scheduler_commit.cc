@@ -36,6 +36,7 @@ void Scheduler::commit(const BatchPlan& plan) {
     if (seq.block_hashes.size() > seq.tokens.size() / size_t(kv_.block_size))
       seq.block_hashes.resize(seq.tokens.size() / size_t(kv_.block_size));
     seq.num_computed = 0;
+    seq.approximate_from = -1;  // recomputed from scratch, exactly
     seq.num_cached_tokens = 0;
     seq.status = SeqStatus::kPreempted;
     ++seq.num_preemptions;
@@ -114,8 +115,10 @@ void Scheduler::grow_tables(Sequence& seq, int32_t num_computed, int32_t num_new
   DRIFT_CHECK_EQ(seq.num_computed, num_computed);
   int32_t size = seq.num_logical_blocks();
   int32_t target = blocks_for_tokens(num_computed + num_new, kv_.block_size);
-  DRIFT_CHECK_GE(target, size);  // rollback() already freed what lies past the KV
-  if (target == size) return;
+  // rollback() already freed what lies past the KV; a table longer than the step's end holds tokens being
+  // computed again (recompute_approximate) and keeps its blocks.
+  DRIFT_CHECK(target >= size || num_computed + num_new <= seq.num_tokens(), "request {}: table past its tokens", seq.seq_id);
+  if (target <= size) return;
   count_reservation(reserved_, seq, size, -1);
   for (int32_t g = 0; g < num_groups(); ++g) {
     std::vector<int32_t>& table = seq.block_tables[g];

@@ -84,9 +84,10 @@ class Scheduler::Planner {
     }
   }
 
-  // Blocks a running request allocates to compute [c, c + n): its table never runs past its tokens.
+  // Blocks a running request allocates to compute [c, c + n): its table never runs past its tokens, and
+  // tokens computed again (recompute_approximate) are already in it.
   int32_t blocks_to_allocate(const Sequence& seq, int32_t c, int32_t n) const {
-    return blocks_for_tokens(c + n, bs_) - seq.num_logical_blocks();
+    return std::max(0, blocks_for_tokens(c + n, bs_) - seq.num_logical_blocks());
   }
 
   bool running_fits(const Sequence& seq, int32_t c, int32_t n) {

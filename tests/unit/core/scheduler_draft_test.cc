@@ -72,6 +72,70 @@ TEST(SchedulerDrafts, AcceptedTreePathReplacesTheDraftsAndFreesThePast) {
   EXPECT_TRUE(sched.check_invariants().ok()) << sched.check_invariants().message();
 }
 
+// SpecPV: a verify step that read a partial view marks its tokens' KV approximate. Blocks holding them are
+// not published; recompute_approximate() rewinds num_computed to the first of them, keeping the blocks,
+// and once the next step computed them again they publish.
+TEST(SchedulerDrafts, ApproximateKvIsHeldBackAndComputedAgain) {
+  SchedulerConfig config = small_config(AdmissionPolicy::kOptimistic, /*prefix_cache=*/true);
+  Scheduler sched(config, one_group(16, /*block_size=*/4));
+  ASSERT_TRUE(sched.add(make_seq(1, iota_tokens(6), 20)).ok());
+  sample_all(sched, run_step(sched), 50);  // tokens 0..5, 50; 6 computed
+  sched.append_draft_tokens(1, std::vector<int32_t>{60, 61, 62});
+  const BatchPlan verify = sched.plan();
+  sched.commit(verify);
+  ASSERT_EQ(verify.seqs.size(), 1u);
+  ASSERT_EQ(verify.seqs[0].num_computed, 6);
+  EXPECT_FALSE(sched.mark_approximate(1, 3).ok());  // below the published first block
+  ASSERT_TRUE(sched.mark_approximate(1, 6).ok());
+  EXPECT_FALSE(sched.recompute_approximate(1).ok());  // the step is still open
+  sched.on_step_done(verify);
+  ASSERT_TRUE(sched.rollback(1, 10, 10).ok());  // every draft accepted
+  sched.append_token(1, 70);
+  const Sequence* seq = sched.find(1);
+  EXPECT_EQ(seq->approximate_from, 6);
+  const std::vector<int32_t> first8{0, 1, 2, 3, 4, 5, 50, 60};
+  EXPECT_EQ(sched.explain_prefix(first8, "").num_hit_blocks, 1);  // block 1 holds approximate KV
+
+  Expected<int32_t> rewound = sched.recompute_approximate(1);
+  ASSERT_TRUE(rewound.ok()) << rewound.status().to_string();
+  EXPECT_EQ(*rewound, 4);
+  EXPECT_EQ(seq->num_computed, 6);
+  EXPECT_EQ(seq->approximate_from, -1);
+  EXPECT_EQ(seq->num_logical_blocks(), 3);
+  EXPECT_TRUE(sched.check_invariants().ok()) << sched.check_invariants().message();
+  const BatchPlan again = run_step(sched);
+  ASSERT_EQ(again.seqs.size(), 1u);
+  EXPECT_EQ(again.seqs[0].num_computed, 6);
+  EXPECT_EQ(again.seqs[0].num_new, 5);  // 50, 60, 61, 62 again and 70
+  EXPECT_TRUE(again.seqs[0].samples);
+  EXPECT_EQ(seq->num_logical_blocks(), 3);  // no block allocated for them
+  EXPECT_EQ(sched.explain_prefix(first8, "").num_hit_blocks, 2);
+  EXPECT_EQ(*sched.recompute_approximate(1), 0);  // nothing left to compute again
+  EXPECT_TRUE(sched.check_invariants().ok()) << sched.check_invariants().message();
+}
+
+// A sliding window group that already dropped the keys the first recomputed token attends to: nothing is
+// rewound, and the approximate blocks stay unpublished.
+TEST(SchedulerDrafts, ApproximateKvPastADroppedWindowStaysHeldBack) {
+  SchedulerConfig config = small_config(AdmissionPolicy::kOptimistic);
+  KvConfig kv = one_group(16, /*block_size=*/4);
+  kv.groups = {gqa_group("sliding", /*window=*/4)};
+  Scheduler sched(config, kv);
+  ASSERT_TRUE(sched.add(make_seq(1, iota_tokens(12), 20)).ok());
+  sample_all(sched, run_step(sched), 50);
+  const BatchPlan decode = sched.plan();
+  sched.commit(decode);  // from position 12, blocks 0 and 1 (positions 0..7) leave the window
+  ASSERT_TRUE(sched.mark_approximate(1, 9).ok());
+  sched.on_step_done(decode);
+  const Sequence* seq = sched.find(1);
+  ASSERT_EQ(seq->block_tables[0][1], kNoBlock);
+  Expected<int32_t> rewound = sched.recompute_approximate(1);
+  ASSERT_TRUE(rewound.ok());
+  EXPECT_EQ(*rewound, 0);  // position 9 attends back to 6, in dropped block 1
+  EXPECT_EQ(seq->num_computed, 13);
+  EXPECT_EQ(seq->approximate_from, 9);
+}
+
 TEST(SchedulerDrafts, PreemptionDropsADraftTree) {
   SchedulerConfig config = small_config(AdmissionPolicy::kOptimistic);
   Scheduler sched(config, one_group(4, /*block_size=*/4));
