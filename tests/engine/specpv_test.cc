@@ -91,6 +91,19 @@ TEST(SpecPv, CoveringBudgetsMatchFullVerificationWithSlidingLayers) {
   for (const auto& t : run(small, long_requests(4, 24)).tokens) EXPECT_EQ(t.size(), 24u);
 }
 
+// (a) on DeepSeek-V2's fixture: MLA layers hand the scorer their absorbed queries and latent cache (the
+// bounds are over the latent), views read latent blocks; small budgets change nothing about completion.
+TEST(SpecPv, CoveringBudgetsMatchFullVerificationOnMla) {
+  const RunResult full = run(base_config(true, "deepseek_v2"), long_requests(4, 24));
+  const RunResult pv = run(with_specpv(base_config(true, "deepseek_v2"), 3, false), long_requests(4, 24));
+  EXPECT_EQ(pv.tokens, full.tokens);
+  EXPECT_GT(pv.metrics.spec_decode_num_partial_verifies, 0);
+  const RunResult small = run(with_specpv(base_config(true, "deepseek_v2"), 3, true), long_requests(4, 24));
+  for (const auto& t : small.tokens) EXPECT_EQ(t.size(), 24u);
+  EXPECT_GT(small.metrics.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(small.metrics.spec_decode_num_recomputed_tokens, 0);
+}
+
 // (b) No KV is copied: a view only changes what attention reads, so with the same tokens every step
 // plans the same allocations. Same outputs (covering budgets), same steps, same tokens per step. Each
 // request runs alone: with several, how many arrive before the first step depends on thread timing, and

@@ -36,6 +36,49 @@ TEST(MlaCache, KvSpecsCountTheLatentOnly) {
   }
 }
 
+// SpecPV's query tap on MLA: every layer hands over its absorbed queries [n, heads, latent + rope] and its
+// latent cache [blocks, block_size, 1, latent + rope], so SpecPV's block bounds are over the latent rows
+// (one KV head that every query head reads), and they arrive after the step's rows were written.
+struct RecordingTap final : model::QueryTap {
+  struct Call {
+    int32_t kv_group;
+    std::vector<int64_t> q, cache;
+    float newest_row_norm;  // of the cache row the step's last token wrote
+  };
+  std::vector<Call> calls;
+  int32_t newest_slot = 0;
+  void on_queries(int32_t kv_group, const Tensor& q, int64_t q_row_stride, const Tensor& k_cache) override {
+    EXPECT_EQ(q_row_stride, 0);
+    const int64_t width = k_cache.size(3);
+    const float* row = k_cache.data_as<float>() + int64_t(newest_slot) * width;
+    float norm = 0.0f;
+    for (int64_t i = 0; i < width; ++i) norm += row[i] * row[i];
+    calls.push_back({kv_group, {q.size(0), q.size(1), q.size(2)},
+                     {k_cache.size(0), k_cache.size(1), k_cache.size(2), k_cache.size(3)}, norm});
+  }
+};
+
+TEST(MlaCache, QueryTapGetsAbsorbedQueriesAndTheLatentCache) {
+  FixtureModel f = load_fixture("deepseek_v2", /*block_size=*/16, /*num_blocks=*/8);
+  ASSERT_TRUE(f.model);
+  RecordingTap tap;
+  tap.newest_slot = 3 * 16 + 11;  // position 11 of the step lands in block 3
+  f.runner->set_query_tap(&tap);
+  std::vector<int32_t> ids(12);
+  for (int32_t i = 0; i < 12; ++i) ids[size_t(i)] = 5 + 7 * i;
+  const std::vector<std::vector<int32_t>> tables = {{3}};
+  runner::SeqStep step{ids, 0, 12, tables, true};
+  ASSERT_TRUE(f.runner->step({&step, 1}).ok());
+  const int64_t heads = f.model->config().num_heads, width = 32 + 8;  // kv_lora_rank + qk_rope_head_dim
+  ASSERT_EQ(tap.calls.size(), size_t(f.model->config().num_layers));
+  for (const RecordingTap::Call& c : tap.calls) {
+    EXPECT_EQ(c.kv_group, 0);
+    EXPECT_EQ(c.q, (std::vector<int64_t>{12, heads, width}));
+    EXPECT_EQ(c.cache, (std::vector<int64_t>{8 + 1, 16, 1, width}));  // the pool and the runner's scratch block
+    EXPECT_GT(c.newest_row_norm, 0.0f);
+  }
+}
+
 std::vector<float> host_tensor(const weights::WeightStore& store, const std::string& name) {
   auto t = store.get(name);
   EXPECT_TRUE(t.ok()) << t.status().to_string();

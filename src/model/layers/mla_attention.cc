@@ -170,6 +170,8 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   ops.batched_linear(q_nope.view({n, h, nope}), w_uk_t_.view, q_latent);
   const Tensor q = scratch.q.view.slice(0, n);
   ops.concat(q_latent.view({n * h, l}), q_rope.view({n * h, r}), q.view({n * h, l + r}));
+  // SpecPV's block bounds are over the latent rows: one KV head that every absorbed query head reads.
+  if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q.view({n, h, l + r}), 0, cache_.values.view);
 
   const Tensor o_latent = scratch.o_latent.view.slice(0, n).view({n, h, l});
   backend::PagedAttentionParams p = paged_attention_params(ctx, spec_.kv_group);
