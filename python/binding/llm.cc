@@ -165,6 +165,7 @@ py::dict PyEngine::metrics() const {
   d["spec_decode_num_accepted_tokens"] = m.spec_decode_num_accepted_tokens;
   d["spec_decode_num_partial_verifies"] = m.spec_decode_num_partial_verifies;
   d["spec_decode_num_full_verifies"] = m.spec_decode_num_full_verifies;
+  d["spec_decode_num_recomputed_tokens"] = m.spec_decode_num_recomputed_tokens;
   return d;
 }
 
