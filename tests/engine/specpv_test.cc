@@ -214,6 +214,21 @@ TEST(SpecPv, PartialKvIsComputedAgainAndNeverPublished) {
   EXPECT_EQ(covering.metrics.spec_decode_num_recomputed_tokens, 0);
 }
 
+// The same with requests preempting each other (a pool of 30 blocks for six sequences of up to 210 tokens):
+// a preempted sequence recomputes everything exactly and starts over with nothing approximate; every request
+// finishes and every block comes back.
+TEST(SpecPv, RecomputingKvSurvivesPreemption) {
+  EngineConfig c = with_specpv(base_config(true), 3, true);
+  c.admission = AdmissionPolicy::kOptimistic;
+  c.block_size = 16;
+  c.kv_cache_bytes = 30 * 16 * 2 * 2 * 2 * 16 * 4;  // 30 blocks: 16 tokens x 2 layers x K,V x 2 kv heads x 16 x f32
+  const RunResult pv = run(c, long_requests(6, 40));
+  for (const auto& t : pv.tokens) EXPECT_EQ(t.size(), 40u);
+  EXPECT_GT(pv.metrics.num_preemptions_total, 0);
+  EXPECT_GT(pv.metrics.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(pv.metrics.spec_decode_num_recomputed_tokens, 0);
+}
+
 TEST(SpecPv, RefusedWithoutSpeculationOrOffCpu) {
   EngineConfig c = with_specpv(base_config(false), 4, false);
   auto e = Engine::create(c);
