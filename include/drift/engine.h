@@ -40,9 +40,10 @@ struct SpecPvConfig {
   int32_t refresh = 8;       // verify steps per full verification; 1: every step full (exact)
   int32_t sink = 32, retrieval = 4096, window = 128;
   int32_t buffer = 20;       // plus the step's draft tokens
-  // How a block's key bounds score against the queries (spec/block_bounds.h): "quest" (an upper bound on
-  // every logit in the block) or "specpv" (SpecPV's max(q.Kmax, q.Kmin), averaged over queries and heads).
-  std::string score = "quest";
+  // How a block's key bounds score against the queries (spec/block_bounds.h): "specpv" (SpecPV's
+  // max(q.Kmax, q.Kmin), averaged over queries and heads) or "quest" (an upper bound on every logit in the
+  // block). SpecPV's form kept greedy output closer to plain decoding's (bench/RESULTS.md, 2026-11-27 CPU).
+  std::string score = "specpv";
 
   bool enabled() const { return min_context > 0; }
 };

@@ -224,7 +224,7 @@ TEST(CliOptions, HelpShowsThePolicyDefaults) {
   EXPECT_NE(out.find("--policy ENUM:{fcfs,small-first}=fcfs"), std::string::npos) << out;
   EXPECT_NE(out.find("--specpv-min-context INT:>= 0=0"), std::string::npos) << out;
   EXPECT_NE(out.find("--specpv-refresh INT:INT in [1 - 1048576]=8"), std::string::npos) << out;
-  EXPECT_NE(out.find("--specpv-score TEXT:{quest,specpv}=quest"), std::string::npos) << out;
+  EXPECT_NE(out.find("--specpv-score TEXT:{quest,specpv}=specpv"), std::string::npos) << out;
   const auto [serve_code, serve_out] = run({"serve", "--help"});
   EXPECT_EQ(serve_code, 0);
   EXPECT_NE(serve_out.find("--slo-shed BOOLEAN:{on,off}=on"), std::string::npos) << serve_out;

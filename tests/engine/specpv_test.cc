@@ -87,7 +87,7 @@ TEST(SpecPv, CoveringBudgetsMatchFullVerificationWithSlidingLayers) {
   EXPECT_GT(pv.metrics.spec_decode_num_partial_verifies, 0);
   // Small budgets run to the end on it too.
   EngineConfig small = with_specpv(base_config(true, "gpt_oss"), 3, true);
-  small.specpv.score = "specpv";
+  small.specpv.score = "quest";
   for (const auto& t : run(small, long_requests(4, 24)).tokens) EXPECT_EQ(t.size(), 24u);
 }
 
@@ -137,7 +137,7 @@ TEST(SpecPv, RefreshOneIsExact) {
 TEST(SpecPv, SmallBudgetsCountRefreshes) {
   for (int32_t refresh : {2, 3, 5}) {
     EngineConfig c = with_specpv(base_config(true), refresh, true);
-    if (refresh == 3) c.specpv.score = "specpv";
+    if (refresh == 3) c.specpv.score = "quest";
     c.specpv.buffer = 1000;  // the buffer never overflows, so only the interval decides
     const RunResult pv = run(c, long_requests(1, 40));
     const int64_t partial = pv.metrics.spec_decode_num_partial_verifies, full = pv.metrics.spec_decode_num_full_verifies;

@@ -38,6 +38,7 @@ def main():
     p.add_argument("--gen", type=int, default=64)
     p.add_argument("--refresh", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--retrieval", type=int, default=96, help="retrieval budget in tokens")
+    p.add_argument("--score", default="quest", choices=["quest", "specpv"], help="the blocks' score form")
     args = p.parse_args()
 
     greedy = drift.SamplingParams(temperature=0, max_tokens=args.gen, ignore_eos=True)
@@ -48,7 +49,8 @@ def main():
         plain = [o.token_ids for o in llm.generate(prompts, greedy)]
     lengths = [len(p) for p in prompts]
     print(f"{len(prompts)} documents, prompts of {min(lengths)}..{max(lengths)} tokens, {args.gen} generated")
-    budgets = {"min_context": 128, "sink": 16, "retrieval": args.retrieval, "window": 32, "buffer": 8}
+    budgets = {"min_context": 128, "sink": 16, "retrieval": args.retrieval, "window": 32, "buffer": 8,
+               "score": args.score}
     print(f"budgets {budgets} (+ the drafts), prompt lookup of 4 tokens\n")
     print("| refresh | tokens equal to plain greedy | agree before parting (mean) | partial / full verifies | "
           "tokens computed again | accepted per verify |")
