@@ -134,6 +134,7 @@ struct KvGroupMetrics {
 struct EngineMetrics {
   int64_t num_requests_running = 0, num_requests_waiting = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0;  // summed over kv_groups
+  int64_t kv_blocks_used_peak = 0;                  // the most kv_blocks_used seen after any step
   std::vector<KvGroupMetrics> kv_groups;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0, prefix_cache_evictions = 0;  // in tokens / blocks
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;

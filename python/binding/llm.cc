@@ -143,6 +143,7 @@ py::dict PyEngine::metrics() const {
   d["num_requests_waiting"] = m.num_requests_waiting;
   d["kv_blocks_total"] = m.kv_blocks_total;
   d["kv_blocks_used"] = m.kv_blocks_used;
+  d["kv_blocks_used_peak"] = m.kv_blocks_used_peak;
   py::list groups;  // one pool per KV layer group (GPT-OSS: a window-sized "sliding" pool and a "full" one)
   for (const KvGroupMetrics& g : m.kv_groups) {
     py::dict group;

@@ -501,6 +501,7 @@ void EngineImpl::refresh_gauges() {
     metrics_.kv_groups[size_t(g)].blocks_used = scheduler_->pool(g).num_used();
     metrics_.kv_blocks_used += scheduler_->pool(g).num_used();
   }
+  metrics_.kv_blocks_used_peak = std::max(metrics_.kv_blocks_used_peak, metrics_.kv_blocks_used);
   metrics_.prefix_cache_queries = prefix.query_tokens;
   metrics_.prefix_cache_hits = prefix.hit_tokens;
   metrics_.prefix_cache_evictions = prefix.evictions;

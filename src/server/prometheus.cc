@@ -100,6 +100,7 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
   e.gauge("drift:kv_cache_usage_perc", "KV-cache usage in bytes, over every layer group. 1 means 100 percent usage.",
           kv_usage(m));
   e.gauge("drift:kv_blocks_used", "KV-cache blocks held by requests, summed over the layer groups.", double(m.kv_blocks_used));
+  e.gauge("drift:kv_blocks_used_peak", "The most KV-cache blocks held after any step so far.", double(m.kv_blocks_used_peak));
   e.gauge("drift:kv_blocks_total", "KV-cache blocks in the pools, summed over the layer groups.", double(m.kv_blocks_total));
   std::vector<std::pair<std::string, double>> used, total;
   for (const KvGroupMetrics& g : m.kv_groups) {

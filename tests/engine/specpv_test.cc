@@ -117,6 +117,8 @@ TEST(SpecPv, ViewsAllocateNoBlocks) {
     EXPECT_EQ(pv.metrics.steps_total, full.metrics.steps_total);
     EXPECT_EQ(pv.metrics.tokens_per_step.counts, full.metrics.tokens_per_step.counts);
     EXPECT_EQ(pv.metrics.kv_blocks_total, full.metrics.kv_blocks_total);
+    EXPECT_GT(full.metrics.kv_blocks_used_peak, 0);
+    EXPECT_EQ(pv.metrics.kv_blocks_used_peak, full.metrics.kv_blocks_used_peak);
     EXPECT_EQ(pv.metrics.num_preemptions_total, 0);
   }
 }
