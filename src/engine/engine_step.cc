@@ -28,8 +28,8 @@ std::string flush_text(RequestState& state) {
 
 void EngineImpl::run_step() {
   propose_drafts();
-  if (specpv_) refresh_kv();
   if (slo_) apply_slo_policy();
+  if (specpv_) refresh_kv();  // after the SLO policy set the step's token budget
   core::BatchPlan plan = scheduler_->plan();
   scheduler_->commit(plan);
   if (!plan.preempted.empty()) {
