@@ -54,7 +54,8 @@ bool is_json_content_type(std::string type) {
 
 ApiResult<Json> parse_body(const httplib::Request& req) {
   if (!is_json_content_type(req.get_header_value("Content-Type"))) {
-    const std::string got = req.has_header("Content-Type") ? "'" + req.get_header_value("Content-Type") + "'" : "none";
+    const std::string got =
+        req.has_header("Content-Type") ? fmt::format("'{}'", req.get_header_value("Content-Type")) : "none";
     return ApiError{415, "invalid_request_error", fmt::format("the request body must be JSON with Content-Type "
                                                               "application/json; got {}", got), {}, {}};
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace drift::testing {
@@ -59,13 +60,13 @@ std::vector<Collected> run_all(Engine& engine, std::vector<Request> requests) {
   Collector sink;
   sink.expect(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    requests[i].id = "r" + std::to_string(i);
+    requests[i].id = fmt::format("r{}", i);
     auto id = engine.submit(requests[i], sink.callback(requests[i].id));
     EXPECT_TRUE(id.ok()) << id.status().to_string();
   }
   sink.wait_all();
   std::vector<Collected> out;
-  for (size_t i = 0; i < requests.size(); ++i) out.push_back(sink.get("r" + std::to_string(i)));
+  for (size_t i = 0; i < requests.size(); ++i) out.push_back(sink.get(fmt::format("r{}", i)));
   return out;
 }
 

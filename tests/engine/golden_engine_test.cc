@@ -27,15 +27,17 @@ TEST_P(EngineGoldenTest, GreedyMatchesTransformersWithChunkingAndPrefixReuse) {
   const auto full = std::find_if(m.kv_groups.begin(), m.kv_groups.end(), [](const auto& g) { return g.sliding_window == 0; });
   ASSERT_NE(full, m.kv_groups.end());
   for (const KvGroupMetrics& g : m.kv_groups) {
-    if (g.sliding_window > 0) EXPECT_LT(g.blocks_total * 4, full->blocks_total) << g.name;
+    if (g.sliding_window > 0) {
+      EXPECT_LT(g.blocks_total * 4, full->blocks_total) << g.name;
+    }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EngineGoldenTest,
                          ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3",
                                            "youtu", "gpt_oss"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
