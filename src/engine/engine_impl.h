@@ -54,6 +54,10 @@ class EngineImpl final : public Engine {
   void loop();
   void take_inbox();
   void run_step();
+  // Calls f(seq, state) for each running request in decode; returns `budget` less their uncomputed tokens
+  // (decodes are planned first, each taking all of them). Defined in engine_step.cc, its only user.
+  template <class F>
+  int32_t for_each_decode(int32_t budget, F&& f);
   // Appends drafts to the running greedy decodes, within the step's token budget (speculation on).
   void propose_drafts();
   // SpecPV: a sequence whose coming verify step is full first has the tokens it verified against partial

@@ -100,18 +100,24 @@ void EngineImpl::run_step() {
   refresh_gauges();
 }
 
-void EngineImpl::propose_drafts() {
-  if (proposer_ == nullptr && drafter_ == nullptr) return;
-  // Decodes are planned first and each takes all its uncomputed tokens, so drafts that keep the running
-  // decodes within the token budget are never split across steps.
-  std::vector<const core::Sequence*> candidates;
-  int32_t budget = config_.max_num_batched_tokens;
+template <class F>
+int32_t EngineImpl::for_each_decode(int32_t budget, F&& f) {
   for (const auto& [id, state] : requests_) {
     const core::Sequence* seq = scheduler_->find(id);
     if (seq == nullptr || seq->status != core::SeqStatus::kRunning || seq->leaving() || !seq->in_decode()) continue;
     budget -= seq->num_uncomputed();
-    if (seq->num_uncomputed() == 1 && seq->num_draft_tokens == 0 && speculates(*state)) candidates.push_back(seq);
+    f(*seq, *state);
   }
+  return budget;
+}
+
+void EngineImpl::propose_drafts() {
+  if (proposer_ == nullptr && drafter_ == nullptr) return;
+  // Drafts that keep the running decodes within the token budget are never split across steps.
+  std::vector<const core::Sequence*> candidates;
+  int32_t budget = for_each_decode(config_.max_num_batched_tokens, [&](const core::Sequence& seq, const RequestState& state) {
+    if (seq.num_uncomputed() == 1 && seq.num_draft_tokens == 0 && speculates(state)) candidates.push_back(&seq);
+  });
   for (const core::Sequence* seq : candidates) {
     // Room for the drafts and the token sampled after them.
     const int32_t room = scheduler_->max_length(*seq) - seq->num_tokens() - 1;
@@ -133,18 +139,13 @@ void EngineImpl::propose_drafts() {
 }
 
 void EngineImpl::refresh_kv() {
-  // A verify step is never split: decodes take all their uncomputed tokens first, so the ones computed
-  // again must fit beside every running decode's.
-  int32_t budget = scheduler_->token_budget();
+  // A verify step is never split, so the tokens computed again must fit beside every running decode's.
   std::vector<const core::Sequence*> refreshing;
-  for (const auto& [id, state] : requests_) {
-    const core::Sequence* seq = scheduler_->find(id);
-    if (seq == nullptr || seq->status != core::SeqStatus::kRunning || seq->leaving() || !seq->in_decode()) continue;
-    budget -= seq->num_uncomputed();
-    if (seq->approximate_from >= 0 && seq->draft_parents.empty() &&
-        specpv_->next_verify_full(id, seq->num_tokens(), seq->num_draft_tokens, state->request.exact_verification))
-      refreshing.push_back(seq);
-  }
+  int32_t budget = for_each_decode(scheduler_->token_budget(), [&](const core::Sequence& seq, const RequestState& state) {
+    if (seq.approximate_from >= 0 && seq.draft_parents.empty() &&
+        specpv_->next_verify_full(seq.seq_id, seq.num_tokens(), seq.num_draft_tokens, state.request.exact_verification))
+      refreshing.push_back(&seq);
+  });
   int64_t recomputed = 0;
   for (const core::Sequence* seq : refreshing) {
     if (seq->num_computed - seq->approximate_from > budget) continue;
@@ -160,10 +161,10 @@ void EngineImpl::refresh_kv() {
 void EngineImpl::mark_approximate(const core::BatchPlan& plan, const std::vector<std::vector<core::PartialView>>& views) {
   const int32_t bs = scheduler_->kv_config().block_size;
   for (size_t k = 0; k < views.size(); ++k) {
-    // A view of every block (the budgets cover the context) reads what full attention reads.
-    const int32_t blocks = core::blocks_for_tokens(plan.seqs[k].num_computed + plan.seqs[k].num_new, bs);
-    const bool partial = std::any_of(views[k].begin(), views[k].end(),
-                                     [&](const core::PartialView& v) { return v.size() > 0 && v.size() < blocks; });
+    const int32_t num_tokens = plan.seqs[k].num_computed + plan.seqs[k].num_new;
+    const bool partial = std::any_of(views[k].begin(), views[k].end(), [&](const core::PartialView& v) {
+      return core::leaves_blocks_out(v, num_tokens, bs);
+    });
     if (!partial) continue;
     const Status s = scheduler_->mark_approximate(plan.seqs[k].seq_id, plan.seqs[k].num_computed);
     DRIFT_CHECK(s.ok(), "{}", s.to_string());

@@ -252,8 +252,8 @@ Status Scheduler::mark_approximate(SeqId id, int32_t position) {
   if (seq->status != SeqStatus::kRunning) return invalid_argument(fmt::format("mark_approximate: request {} is not running", id));
   const int32_t published = static_cast<int32_t>(seq->block_entries.size()) * kv_.block_size;
   if (position < published || position > seq->num_tokens())
-    return invalid_argument(fmt::format("mark_approximate: request {}: position {} must lie in [{}, {}] (published blocks end at {})",
-                                        id, position, published, seq->num_tokens(), published));
+    return invalid_argument(fmt::format("mark_approximate: request {}: position {} must lie in [{}, {}] (published "
+                                        "blocks end at the first)", id, position, published, seq->num_tokens()));
   seq->approximate_from = seq->approximate_from < 0 ? position : std::min(seq->approximate_from, position);
   return Status::Ok();
 }

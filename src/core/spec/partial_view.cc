@@ -59,4 +59,8 @@ PartialView compose_partial_view(std::span<const int32_t> block_table, int32_t n
   return view;
 }
 
+bool leaves_blocks_out(const PartialView& view, int32_t num_tokens, int32_t block_size) {
+  return view.size() > 0 && view.size() < blocks_for_tokens(num_tokens, block_size);
+}
+
 }  // namespace drift::core

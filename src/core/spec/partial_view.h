@@ -43,4 +43,8 @@ struct PartialView {
 PartialView compose_partial_view(std::span<const int32_t> block_table, int32_t num_tokens, int32_t block_size,
                                  std::span<const float> scores, const PartialBudget& budget);
 
+// Whether attention through `view` leaves out some of the first ceil(num_tokens / block_size) blocks (an
+// empty view reads the whole table; so does one holding every block).
+bool leaves_blocks_out(const PartialView& view, int32_t num_tokens, int32_t block_size);
+
 }  // namespace drift::core
