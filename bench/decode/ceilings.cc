@@ -1,6 +1,7 @@
 #include "ceilings.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -31,6 +32,23 @@ void fill_random_bf16(backend::CudaOps& ops, const Tensor& t, uint64_t seed) {
   for (size_t done = tile; done < total; done += tile)
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(base + done, base, std::min(tile, total - done), cudaMemcpyDeviceToDevice, ops.stream()));
   ops.synchronize();
+}
+
+std::vector<float> read_bf16(backend::CudaOps& ops, const Tensor& t) {
+  std::vector<uint16_t> bits(size_t(t.numel()));
+  ops.copy_to_host(bits.data(), t);
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_f32(bits[i]);
+  return out;
+}
+
+double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 Ceilings measure_ceilings(backend::CudaOps& ops) {

@@ -31,6 +31,12 @@ void print_table(const std::string& table, const std::string& markdown);
 // Fills a bf16 tensor on the GPU with random_bf16 values: a pattern of up to 64 MiB tiled over it.
 void fill_random_bf16(backend::CudaOps& ops, const Tensor& t, uint64_t seed);
 
+// A bf16 tensor on the GPU, read back as floats.
+std::vector<float> read_bf16(backend::CudaOps& ops, const Tensor& t);
+
+// |a - b| / |b| over all values (L2 norms): how far two kernels' outputs are apart.
+double relative_l2(const std::vector<float>& a, const std::vector<float>& b);
+
 // Median seconds of `body` over `reps` runs after `warmup`, timed with CUDA events on `stream`.
 template <class F>
 double time_on_stream(cudaStream_t stream, int warmup, int reps, F&& body) {

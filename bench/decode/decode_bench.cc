@@ -667,6 +667,7 @@ struct Options {
   std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
   int prompt = 512, gen = 128;
   bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false, roofline_only = false;
+  bool moe_kernels = false;
   std::string markdown, loader = "fast";
   std::vector<int> eagle_trees;
   double eagle_tau = 0;
@@ -692,6 +693,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--loader", o.loader, "fast: bf16 shards written by 16 threads; random: WeightLoader::random")
       ->check(CLI::IsMember({"fast", "random"}));
   app.add_option("--roofline", o.roof, "time each op of a decode step alone (per model shape)");
+  app.add_option("--moe-kernels", o.moe_kernels, "MoE shapes: batch-1 forward-only graph rows with the one-token experts on and off");
   app.add_option("--ablate", o.ablate, "batch-1 forward-only graph rows with PDL and the SwiGLU GEMV epilogue each switched");
   app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", o.markdown, "write the table here too");
@@ -739,6 +741,19 @@ void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
   ops.set_fuse_swiglu_gemv(fuse0);
 }
 
+// Routed experts at one token (CudaOptions::moe_one_token_kernels): the forward of one decode step,
+// replayed from a graph captured with the choices read directly and grouped.
+void moe_kernel_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
+  for (const bool one_token : {true, false}) {
+    ops.set_moe_one_token_kernels(one_token);
+    Row r = b.decode_forward_only(1, true);
+    r.workload = fmt::format("decode b=1 forward, graph: one-token experts {}", one_token ? "on" : "off");
+    rows.push_back(r);
+    print_row(r);
+  }
+  ops.set_moe_one_token_kernels(true);
+}
+
 // Every row the options ask of one loaded model.
 void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaOps& ops, std::vector<Row>& rows) {
   for (int n : o.prefills) {
@@ -775,6 +790,7 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
         print_row(rows.back());
       }
   if (o.ablate) ablate_rows(b, ops, rows);
+  if (o.moe_kernels && s.moe()) moe_kernel_rows(b, ops, rows);
   if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_tau);
 }
 

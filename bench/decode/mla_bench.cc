@@ -50,23 +50,6 @@ backend::Buffer random_cache(backend::CudaOps& ops, const Geometry& g, int64_t b
   return cache;
 }
 
-std::vector<float> read_bf16(backend::CudaOps& ops, const Tensor& t) {
-  std::vector<uint16_t> bits(size_t(t.numel()));
-  ops.copy_to_host(bits.data(), t);
-  std::vector<float> out(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_f32(bits[i]);
-  return out;
-}
-
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
-}
-
 MlaRow measure(backend::CudaOps& ops, const Geometry& g, const backend::Buffer& cache, int64_t block_size, int64_t heads,
                int64_t batch, int64_t context, std::mt19937& rng) {
   const int64_t pool = cache.view.size(0), per_seq = (context + block_size - 1) / block_size;

@@ -3,6 +3,8 @@
 // and bf16 experts (DeepSeek) at batch 1, odd token counts, experts that get no token, every token on one
 // expert, and prefill sizes; and matrices of a range of the experts (expert parallelism's first_expert),
 // where the other experts' choices add nothing and a token with none of them gets a zero row.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
 #include <string>
@@ -143,18 +145,27 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
       {"3 tokens, gate rows first, plain SwiGLU", 3, 128, 64, 8, 2, 8, false, 0.0f},
       {"17 tokens, 4 of 16 experts used", 17, 192, 128, 16, 4, 4, true, 7.0f},
       {"every token on one expert", 29, 64, 64, 8, 1, 1, true, 7.0f},
-      {"64 tokens (two n-tiles)", 64, 128, 128, 32, 4, 32, true, 7.0f},
+      {"64 tokens (16-token staged tiles)", 64, 128, 128, 32, 4, 32, true, 7.0f},
       {"300 tokens (prefill tiles)", 300, 256, 192, 8, 4, 8, true, 7.0f},
       {"prefill, 2 of 8 experts", 101, 128, 128, 8, 2, 2, false, 7.0f},
       {"experts 4..7 of 8 held (rank 1 of 2)", 17, 128, 64, 4, 4, 8, true, 7.0f, 4},
       {"batch 1, experts 2..3 of 8 held (rank 1 of 4)", 1, 128, 64, 2, 2, 8, true, 7.0f, 2},
       {"prefill, experts 0..3 of 8 held", 300, 128, 64, 4, 4, 8, true, 7.0f, 0},
+      {"batch 1, GPT-OSS's hidden 2880 (a half step of 16-byte lanes), ffn 192", 1, 2880, 192, 8, 4, 8, true, 7.0f},
+      {"5 tokens, hidden 2880, ffn 192", 5, 2880, 192, 8, 4, 8, true, 7.0f},
   };
-  for (const ExpertsCase& c : cases) {
-    SCOPED_TRACE(c.name);
-    expect_experts_match(c);
-    if (HasFailure()) return;
+  // Every case with one token read directly and grouped as larger batches are.
+  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  for (const bool one_token : {true, false}) {
+    cuda->set_moe_one_token_kernels(one_token);
+    for (const ExpertsCase& c : cases) {
+      SCOPED_TRACE(fmt::format("{} (one-token kernels {})", c.name, one_token));
+      expect_experts_match(c);
+      if (HasFailure()) break;
+    }
   }
+  cuda->set_moe_one_token_kernels(true);
 }
 
 // bf16 experts (DeepSeek): the CPU runs the same bf16-exact weights in fp32.
@@ -174,18 +185,26 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
       {"batch 1, experts 6..7 of 8 held (rank 3 of 4)", 1, 64, 32, 2, 2, 8, false, 0.0f, 6},
       {"prefill, experts 32..63 of 64 held", 300, 128, 64, 32, 6, 64, false, 0.0f, 32},
   };
-  // Widths that are multiples of 64 take the tensor-core kernels; every case also runs on CUDA cores.
+  // Widths that are multiples of 64 take the tensor-core kernels (with and without the one-token ones);
+  // every case also runs on CUDA cores.
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
-  for (bool tensor_cores : {true, false}) {
-    cuda->set_moe_tensor_cores(tensor_cores);
+  struct Choice {
+    bool tensor_cores, one_token;
+    const char* label;
+  };
+  for (const Choice& k : {Choice{true, true, "tensor cores where the widths allow"},
+                          Choice{true, false, "tensor cores, one token grouped"}, Choice{false, true, "CUDA cores"}}) {
+    cuda->set_moe_tensor_cores(k.tensor_cores);
+    cuda->set_moe_one_token_kernels(k.one_token);
     for (const ExpertsCase& c : cases) {
-      SCOPED_TRACE(std::string(c.name) + (tensor_cores ? " (tensor cores where the widths allow)" : " (CUDA cores)"));
+      SCOPED_TRACE(fmt::format("{} ({})", c.name, k.label));
       expect_bf16_experts_match(c);
       if (HasFailure()) break;
     }
   }
   cuda->set_moe_tensor_cores(true);
+  cuda->set_moe_one_token_kernels(true);
 }
 
 ExpertsInputs CudaMoeTest::random_inputs(const ExpertsCase& c) {

@@ -31,6 +31,9 @@ struct CudaOptions {
   bool mla_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool moe_tensor_cores = true;
+  // Routed experts at one token: each choice read directly, the input row from shared memory (else
+  // grouped as for larger batches).
+  bool moe_one_token_kernels = true;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
@@ -112,6 +115,7 @@ class CudaOps final : public Ops {
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
+  void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
 
  private:
   // Queues attention with checked parameters: the latent kernels (v_cache null), else split-KV decoding

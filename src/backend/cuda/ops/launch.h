@@ -160,6 +160,8 @@ struct MoeExpertsArgs {
   int32_t first_expert = 0;  // expert id of matrix 0; pairs outside [first_expert, + num_experts) are skipped
   bool interleaved = false;  // gate/up rows alternate (else the ffn gate rows, then the ffn up rows)
   float swiglu_limit = 0.0f, swiglu_alpha = 1.702f;
+  // One token without grouping, its input row in shared memory (CudaOptions::moe_one_token_kernels).
+  bool one_token_kernels = true;
 };
 // Scratch of either format's launch for up to max_tokens tokens (ops/moe_workspace.h's layout).
 size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);
