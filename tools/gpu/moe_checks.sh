@@ -44,11 +44,13 @@ if [ "$MODE" != test ]; then
   kernel_rc=$?
   echo "kernel bench done after $((SECONDS - t_start)) s"
   left=$((DEADLINE - (SECONDS - t_start)))
-  # shellcheck disable=SC2086
-  [ $left -gt 60 ] && timeout "$left" "$BUILD/bench/decode/drift_bench_decode" $(printf -- "--model %s " $MODELS) \
-    --batch 1 16 64 --prefill 512 --eager false --forward-only false --moe-kernels true \
-    --markdown "$OUT/moe_models.md" >"$OUT/moe_models.log" 2>&1
-  decode_rc=$?
+  if [ $left -gt 60 ]; then
+    # shellcheck disable=SC2086
+    timeout "$left" "$BUILD/bench/decode/drift_bench_decode" $(printf -- "--model %s " $MODELS) \
+      --batch 1 16 64 --prefill 512 --eager false --forward-only false --moe-kernels true \
+      --markdown "$OUT/moe_models.md" >"$OUT/moe_models.log" 2>&1
+    decode_rc=$?
+  fi
 fi
 
 echo "== failures (first lines) =="
