@@ -38,7 +38,7 @@ double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hid
   std::vector<backend::Ops*> ops = {ranks.first};
   for (const auto& o : ranks.others) ops.push_back(o.get());
   backend::RankThreads threads(int32_t(ops.size()), nullptr);
-  constexpr int kWarmup = 5, kReps = 50;
+  constexpr int kWarmup = 5, kCalls = 64, kReps = 9;
   std::vector<double> times;
   const Status s = threads.run([&](int32_t r) {
     backend::Ops& o = *ops[size_t(r)];
@@ -48,9 +48,9 @@ double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hid
     o.synchronize();
     for (int i = 0; i < kReps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      o.all_reduce(x.view);
+      for (int c = 0; c < kCalls; ++c) o.all_reduce(x.view);
       o.synchronize();
-      if (r == 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (r == 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kCalls);
     }
     return o.communicator()->status();
   });

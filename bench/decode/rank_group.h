@@ -13,8 +13,9 @@ namespace drift::bench {
 // Refused without NCCL in this build or with fewer GPUs.
 Expected<model::RankBackends> make_cuda_ranks(backend::CudaOps& first, int32_t world);
 
-// Median microseconds of one all-reduce (sum) of [rows, hidden] bf16 over every rank of `ranks`, all
-// ranks launching it at once as a step does; each timed call is followed by a synchronisation of rank 0.
+// Microseconds of one all-reduce (sum) of [rows, hidden] bf16 over every rank of `ranks`: 64 calls back to
+// back on every rank, as a decode step makes them, then a synchronisation; the median of 9 such runs on
+// rank 0. (Timing each call with its own synchronisation measured 18 us at 8 KB on two H100s, 9.6 this way.)
 double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden);
 
 }  // namespace drift::bench
