@@ -235,7 +235,7 @@ TEST_P(Eagle3HeadForward, ChainThenTreeMatchHostReference) {
 INSTANTIATE_TEST_SUITE_P(Eagle3, Eagle3HeadForward,
                          ::testing::Values(ForwardCase{"SafeAILab", "midlayer", false, false},
                                            ForwardCase{"VllmNamesOwnEmbeddingNormBeforeResidual", "layers.0", true, true}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& test) { return std::string(test.param.name); });
 
 class Eagle3FuseTaps : public ::testing::TestWithParam<bool> {};
 
@@ -294,7 +294,7 @@ TEST_P(Eagle3FuseTaps, JoinLowMidHighRowsThenFc) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eagle3, Eagle3FuseTaps, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "NormBeforeFc" : "Plain"; });
+                         [](const auto& test) { return test.param ? "NormBeforeFc" : "Plain"; });
 
 // One step of four rows of a random head: logits [4, Vd].
 std::vector<float> run_random(model::Eagle3Head& head, backend::Ops& ops) {
@@ -346,7 +346,7 @@ TEST_P(Eagle3RandomHeadFamilies, RunsOnEveryFixture) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eagle3, Eagle3RandomHeadFamilies, ::testing::Values("llama", "qwen3", "deepseek_v2", "gpt_oss"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& test) { return test.param; });
 
 }  // namespace
 }  // namespace drift::testing

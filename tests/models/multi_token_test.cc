@@ -130,7 +130,7 @@ TEST_P(MultiTokenTest, RunnerViewsSelectBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MultiTokenTest, ::testing::Values("llama", "qwen3", "deepseek_v2", "gpt_oss"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& test) { return test.param; });
 
 TEST(HiddenTaps, HoldTheResidualStreamEnteringEachLayer) {
   const std::string dir = fixture_dir("llama");

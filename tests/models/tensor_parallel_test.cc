@@ -100,7 +100,9 @@ TEST_P(TensorParallelTest, LogitsAndGreedyMatchOneRank) {
   EXPECT_EQ(split->model->num_parameters(), one.model->num_parameters());
   // Each rank's cache holds its share of the kv heads (one replicated head when there are fewer).
   const core::KvSpec whole = one.model->kv_specs(DType::kF32)[0], part = split->model->kv_specs(DType::kF32)[0];
-  if (whole.kind == core::KvKind::kGqa) EXPECT_EQ(part.kv_heads, std::max(1, whole.kv_heads / c.world));
+  if (whole.kind == core::KvKind::kGqa) {
+    EXPECT_EQ(part.kv_heads, std::max(1, whole.kv_heads / c.world));
+  }
   double worst = 0;
   for (const GoldenPrompt& p : one.prompts) {
     const std::vector<float> want = prompt_logits(*one.runner, p.ids, int32_t(p.ids.size()));
@@ -127,9 +129,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                                            Case{"deepseek_v2", 2, true}, Case{"deepseek_v2", 4, true},
                                            Case{"deepseek_v3", 2, true}, Case{"deepseek_v3", 4, true},
                                            Case{"gpt_oss", 2, true}, Case{"gpt_oss", 4, true}),
-                         [](const auto& info) {
-                           std::string n = info.param.fixture + (info.param.expert_parallel ? "_ep" : "_tp") +
-                                           std::to_string(info.param.world);
+                         [](const auto& test) {
+                           std::string n = test.param.fixture + (test.param.expert_parallel ? "_ep" : "_tp") +
+                                           std::to_string(test.param.world);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

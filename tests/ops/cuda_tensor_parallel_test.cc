@@ -114,8 +114,8 @@ TEST_P(CudaTensorParallelFixture, TwoGpusGiveOneGpusLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallelFixture,
                          ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "youtu"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& test) {
+                           std::string n = test.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
