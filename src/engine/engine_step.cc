@@ -139,16 +139,19 @@ void EngineImpl::propose_drafts() {
 }
 
 void EngineImpl::refresh_kv() {
-  // A verify step is never split, so the tokens computed again must fit beside every running decode's.
+  // A verify step is never split, so the tokens computed again must fit beside every running decode's; a
+  // draft tree's step carries them as the chain before its root, within the runner's tree step size.
   std::vector<const core::Sequence*> refreshing;
   int32_t budget = for_each_decode(scheduler_->token_budget(), [&](const core::Sequence& seq, const RequestState& state) {
-    if (seq.approximate_from >= 0 && seq.draft_parents.empty() &&
+    if (seq.approximate_from >= 0 &&
         specpv_->next_verify_full(seq.seq_id, seq.num_tokens(), seq.num_draft_tokens, state.request.exact_verification))
       refreshing.push_back(&seq);
   });
   int64_t recomputed = 0;
   for (const core::Sequence* seq : refreshing) {
-    if (seq->num_computed - seq->approximate_from > budget) continue;
+    const int32_t again = seq->num_computed - seq->approximate_from;
+    if (again > budget) continue;
+    if (!seq->draft_parents.empty() && again + seq->num_uncomputed() > runner::ModelRunner::kMaxTreeTokens) continue;
     Expected<int32_t> n = scheduler_->recompute_approximate(seq->seq_id);
     DRIFT_CHECK(n.ok(), "{}", n.status().to_string());
     budget -= *n;

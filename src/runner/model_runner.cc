@@ -13,9 +13,6 @@ namespace drift::runner {
 
 namespace {
 
-// The largest draft tree a step may carry: 8 mask words per token.
-constexpr int32_t kMaxTreeTokens = 256;
-
 int32_t mask_words_for(int32_t num_new) { return (num_new + 31) / 32; }
 
 // Word w of a chain token's mask row: token i sees every new token j <= i.
@@ -48,8 +45,9 @@ Status check_tree(const SeqStep& seq, int32_t s, int32_t max_model_len) {
     return invalid_argument(fmt::format("sequence {}: a draft tree needs both positions and a tree mask", s));
   if (seq.positions.empty()) return Status::Ok();
   const int32_t words = mask_words_for(seq.num_new);
-  if (seq.num_new > kMaxTreeTokens)
-    return invalid_argument(fmt::format("sequence {}: a draft tree of {} tokens (at most {})", s, seq.num_new, kMaxTreeTokens));
+  if (seq.num_new > ModelRunner::kMaxTreeTokens)
+    return invalid_argument(
+        fmt::format("sequence {}: a draft tree of {} tokens (at most {})", s, seq.num_new, ModelRunner::kMaxTreeTokens));
   if (int32_t(seq.positions.size()) != seq.num_new || int64_t(seq.tree_mask.size()) != int64_t(seq.num_new) * words)
     return invalid_argument(fmt::format("sequence {}: {} new tokens need {} positions and {} mask words, got {} and {}", s,
                                         seq.num_new, seq.num_new, seq.num_new * words, seq.positions.size(),
@@ -97,7 +95,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
                          std::unique_ptr<sample::DeviceSampler> sampler)
     : model_(model), ops_(ops), config_(config), sampler_(std::move(sampler)) {
   max_blocks_per_seq_ = (config.max_model_len + config.block_size - 1) / config.block_size;
-  max_mask_words_ = mask_words_for(std::min(config.max_num_tokens, kMaxTreeTokens));
+  max_mask_words_ = mask_words_for(std::min(config.max_num_tokens, ModelRunner::kMaxTreeTokens));
   scratch_blocks_ = config.num_blocks;
   const int32_t t = config.max_num_tokens, s = config.max_num_seqs;
   // Decode buckets: powers of two below the largest batch, then the largest batch itself.

@@ -95,6 +95,9 @@ class ModelRunner {
                                                                   PlanViews views = {});
   // Logits rows a scheduled sequence gets: 0, 1, or 1 + its drafts.
   static int32_t num_logits(const core::ScheduledSeq& s);
+  // The most tokens a step of one sequence may compute with a draft tree (the tokens before its root
+  // included): 8 mask words a token.
+  static constexpr int32_t kMaxTreeTokens = 256;
 
   bool samples_on_device() const { return sampler_ != nullptr; }
   // SpecPV: every step's attention layers hand their queries to `tap` (null: none). Host backends only.

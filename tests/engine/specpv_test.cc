@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "eagle3_head_folder.h"
 #include "engine_test_util.h"
 
 namespace drift::testing {
@@ -214,6 +215,41 @@ TEST(SpecPv, PartialKvIsComputedAgainAndNeverPublished) {
   const RunResult covering = run(with_specpv(base_config(true), 3, false), long_requests(2, 24));
   EXPECT_GT(covering.metrics.spec_decode_num_partial_verifies, 0);
   EXPECT_EQ(covering.metrics.spec_decode_num_recomputed_tokens, 0);
+}
+
+// The same with EAGLE-3's draft trees (a random head on the llama fixture): the tokens computed again
+// ride as the chain before the tree's root in the next full verify step, so the approximate KV of partial
+// tree steps is replaced and published too.
+TEST(SpecPv, TreeStepsComputePartialKvAgain) {
+  const EngineConfig base = base_config(false);
+  const std::string head = write_random_head_for(base.model_dir, 23);
+  ASSERT_FALSE(head.empty());
+  auto engine = Engine::create(with_specpv(with_eagle3(base, head, 12, 4, 3), 3, true));
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const Request a = long_requests(1, 40)[0];
+  const std::vector<Collected> first = run_all(**engine, {a});
+  ASSERT_EQ(first[0].tokens.size(), 40u);
+  const EngineMetrics m = wait_until_idle(**engine);
+  EXPECT_GT(m.spec_decode_num_drafts, 0);
+  EXPECT_GT(m.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(m.spec_decode_num_recomputed_tokens, 0);
+
+  std::vector<int32_t> whole = a.prompt_tokens;
+  whole.insert(whole.end(), first[0].tokens.begin(), first[0].tokens.end());
+  Request b = greedy_request(whole, 1);
+  b.sampling.top_logprobs = 0;
+  const std::vector<Collected> second = run_all(**engine, {b});
+  auto fresh = Engine::create(base);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().to_string();
+  const std::vector<Collected> want = run_all(**fresh, {b});
+  ASSERT_EQ(second[0].final.logprobs.size(), 1u);
+  ASSERT_EQ(want[0].final.logprobs.size(), 1u);
+  const int32_t cached = second[0].final.usage.cached_tokens;
+  std::printf("[ specpv   ] trees: %lld tokens computed again; the second request found %d of %zu cached\n",
+              (long long)m.spec_decode_num_recomputed_tokens, cached, whole.size());
+  EXPECT_GT(cached, int32_t(a.prompt_tokens.size()));
+  EXPECT_EQ(second[0].tokens, want[0].tokens);
+  EXPECT_NEAR(second[0].final.logprobs[0].logprob, want[0].final.logprobs[0].logprob, 1e-4);
 }
 
 // The same with requests preempting each other (a pool of 30 blocks for six sequences of up to 210 tokens):
