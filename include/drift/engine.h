@@ -130,6 +130,17 @@ struct KvGroupMetrics {
   int64_t blocks_total = 0, blocks_used = 0;
 };
 
+// Where the engine's steps spent their wall time, in seconds summed over the steps that ran a batch:
+// plan (drafts, SLO policy, SpecPV refresh, plan and commit, partial views), launch (the sampling rows, the
+// runner checking, packing and uploading the step's inputs and enqueuing its forward: host work the device
+// waits on with an asynchronous backend; on the CPU backend the forward and the sampling themselves),
+// device (from the launch until the sampled rows, or the logits, are on the host), apply (verification,
+// stop checks, streaming, KV moves, drafting for the next step). The four add up to those steps' wall
+// time; on a GPU, plan + launch + apply is the host cost per step.
+struct StepPhaseSeconds {
+  double plan = 0, launch = 0, device = 0, apply = 0;
+};
+
 // A snapshot of the engine's counters and gauges (names follow vLLM's metrics).
 struct EngineMetrics {
   int64_t num_requests_running = 0, num_requests_waiting = 0;
@@ -149,6 +160,7 @@ struct EngineMetrics {
   // whose KV a full verification computed again because a partial one had computed it.
   int64_t spec_decode_num_partial_verifies = 0, spec_decode_num_full_verifies = 0;
   int64_t spec_decode_num_recomputed_tokens = 0;
+  StepPhaseSeconds step_seconds;
   Histogram time_to_first_token_s, time_per_output_token_s, e2e_request_latency_s, tokens_per_step;
 };
 

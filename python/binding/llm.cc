@@ -167,6 +167,12 @@ py::dict PyEngine::metrics() const {
   d["spec_decode_num_partial_verifies"] = m.spec_decode_num_partial_verifies;
   d["spec_decode_num_full_verifies"] = m.spec_decode_num_full_verifies;
   d["spec_decode_num_recomputed_tokens"] = m.spec_decode_num_recomputed_tokens;
+  py::dict phases;
+  phases["plan"] = m.step_seconds.plan;
+  phases["launch"] = m.step_seconds.launch;
+  phases["device"] = m.step_seconds.device;
+  phases["apply"] = m.step_seconds.apply;
+  d["step_phase_seconds"] = phases;
   return d;
 }
 

@@ -91,6 +91,9 @@ class EngineErrorsTest(unittest.TestCase):
             self.assertEqual(m["spec_decode_num_partial_verifies"], 0)
             llm.generate(prompt, greedy(24, ignore_eos=True))
             self.assertGreater(llm.metrics()["spec_decode_num_partial_verifies"], 0)
+            phases = llm.metrics()["step_phase_seconds"]
+            self.assertEqual(sorted(phases), ["apply", "device", "launch", "plan"])
+            self.assertGreater(phases["launch"], 0.0)
         with self.assertRaisesRegex(TypeError, "'specpv.budget'"):
             drift.LLM(DEFAULT_MODEL, specpv={"budget": 1})
 

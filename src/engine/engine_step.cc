@@ -27,6 +27,7 @@ std::string flush_text(RequestState& state) {
 }  // namespace
 
 void EngineImpl::run_step() {
+  const auto begin = Clock::now();
   propose_drafts();
   if (slo_) apply_slo_policy();
   if (specpv_) refresh_kv();  // after the SLO policy set the step's token budget
@@ -66,7 +67,11 @@ void EngineImpl::run_step() {
     metrics_.spec_decode_num_partial_verifies = specpv_->num_partial();
     metrics_.spec_decode_num_full_verifies = specpv_->num_full();
   }
+  const auto launched = Clock::now();
+  const double waited_before = runner_->step_times().wait;
   auto picked = sample_step(plan, views);
+  const auto sampled = Clock::now();
+  const double device = runner_->step_times().wait - waited_before;
   if (slo_) slo_->observe(plan.num_tokens, seconds_between(step_start, Clock::now()));
   if (!picked.ok()) {
     trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
@@ -98,6 +103,12 @@ void EngineImpl::run_step() {
   commit_kv_moves();
   if (drafter_) draft_after_step();
   refresh_gauges();
+  std::lock_guard lock(metrics_mu_);
+  StepPhaseSeconds& phases = metrics_.step_seconds;
+  phases.plan += seconds_between(begin, launched);
+  phases.launch += seconds_between(launched, sampled) - device;  // the runner's launch and the rows' host work
+  phases.device += device;
+  phases.apply += seconds_between(sampled, Clock::now());
 }
 
 template <class F>

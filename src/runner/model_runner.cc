@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <functional>
 #include <numeric>
 
@@ -363,12 +364,24 @@ Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool a
   return shape.num_logits;
 }
 
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
 Expected<std::span<const float>> ModelRunner::step(std::span<const SeqStep> seqs) {
+  auto t = std::chrono::steady_clock::now();
   DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, false));
+  step_times_.launch += seconds_since(t);
+  t = std::chrono::steady_clock::now();
   const Tensor logits = logits_.view.slice(0, num_logits);
   h_logits_.resize(size_t(num_logits) * size_t(model_.vocab_size()));
   ops_.copy_to_host(h_logits_.data(), logits);
   ops_.synchronize();
+  step_times_.wait += seconds_since(t);
   return std::span<const float>(h_logits_);
 }
 
@@ -383,10 +396,18 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
     return invalid_argument(fmt::format("step_and_sample: the step has {} logits rows but {} samplings were given", rows,
                                         sampling.size()));
   const bool graphs = config_.cuda_graphs && ops_.supports_capture();
+  auto t = std::chrono::steady_clock::now();
   DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, graphs));
+  step_times_.launch += seconds_since(t);
+  t = std::chrono::steady_clock::now();
   if (while_running) while_running();
-  if (num_logits == 0) return std::span<const sample::SampleResult>();
-  return sampler_->sample(logits_.view.slice(0, num_logits), sampling);
+  if (num_logits == 0) {
+    step_times_.wait += seconds_since(t);
+    return std::span<const sample::SampleResult>();
+  }
+  const std::span<const sample::SampleResult> picked = sampler_->sample(logits_.view.slice(0, num_logits), sampling);
+  step_times_.wait += seconds_since(t);
+  return picked;
 }
 
 int32_t ModelRunner::num_logits(const core::ScheduledSeq& s) {

@@ -100,6 +100,12 @@ class ModelRunner {
   static constexpr int32_t kMaxTreeTokens = 256;
 
   bool samples_on_device() const { return sampler_ != nullptr; }
+  // Seconds over every step so far: launching (checks, packing, upload and enqueuing the forward) and
+  // waiting for its results (the sampled rows or the logits on the host).
+  struct StepTimes {
+    double launch = 0, wait = 0;
+  };
+  const StepTimes& step_times() const { return step_times_; }
   // SpecPV: every step's attention layers hand their queries to `tap` (null: none). Host backends only.
   void set_query_tap(model::QueryTap* tap) { query_tap_ = tap; }
   const RunnerConfig& config() const { return config_; }
@@ -171,6 +177,7 @@ class ModelRunner {
   std::vector<core::TreeRows> plan_trees_;  // positions and masks of the plan's draft trees
   std::map<GraphKey, std::unique_ptr<backend::CapturedWork>> graphs_;
   int64_t graph_replays_ = 0;
+  StepTimes step_times_;
   model::QueryTap* query_tap_ = nullptr;
 };
 

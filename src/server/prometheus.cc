@@ -37,9 +37,9 @@ class Exposition {
   }
   // One counter family with a sample per value of `label`.
   void labelled_counter(const char* name, const char* help, const char* label,
-                        std::initializer_list<std::pair<const char*, int64_t>> values) {
+                        std::initializer_list<std::pair<const char*, double>> values) {
     family(name, help, "counter");
-    for (const auto& [label_value, v] : values) sample(name, fmt::format("{},{}=\"{}\"", labels_, label, label_value), double(v));
+    for (const auto& [label_value, v] : values) sample(name, fmt::format("{},{}=\"{}\"", labels_, label, label_value), v);
   }
   // One gauge family with a sample per value of `label`.
   void labelled_gauge(const char* name, const char* help, const char* label,
@@ -121,7 +121,10 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
   e.counter("drift:num_requests_shed_total", "Requests refused by SLO admission control as unable to meet the TTFT target.",
             double(m.num_requests_shed_total));
   e.labelled_counter("drift:request_success_total", "Count of finished requests by finish reason.", "finished_reason",
-                     {{"stop", finished.stop}, {"length", finished.length}, {"abort", finished.abort}, {"error", finished.error}});
+                     {{"stop", double(finished.stop)},
+                      {"length", double(finished.length)},
+                      {"abort", double(finished.abort)},
+                      {"error", double(finished.error)}});
   e.histogram("drift:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.time_to_first_token_s);
   // vLLM named the gap between consecutive tokens time_per_output_token before renaming it
   // inter_token_latency; both names are served so dashboards of either generation work.
@@ -145,6 +148,11 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
   e.counter("drift:spec_decode_num_recomputed_tokens_total",
             "SpecPV: tokens whose KV a full verification computed again after a partial one.",
             double(m.spec_decode_num_recomputed_tokens));
+  const StepPhaseSeconds& p = m.step_seconds;
+  e.labelled_counter("drift:step_phase_seconds_total",
+                     "Wall time of engine steps by phase: plan, launch, device, apply (plan + launch + apply is host "
+                     "work on a GPU).",
+                     "phase", {{"plan", p.plan}, {"launch", p.launch}, {"device", p.device}, {"apply", p.apply}});
   return e.take();
 }
 

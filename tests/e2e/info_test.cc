@@ -1,4 +1,5 @@
 // GET /v1/models, /health and /metrics, and the API key.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -77,7 +78,7 @@ TEST(InfoTest, MetricsAreValidPrometheusTextAndMove) {
   for (const char* name : {"drift:num_requests_running", "drift:num_requests_waiting", "drift:kv_cache_usage_perc",
                            "drift:prefix_cache_queries_total", "drift:prefix_cache_hits_total", "drift:prompt_tokens_total",
                            "drift:generation_tokens_total", "drift:num_preemptions_total", "drift:num_requests_shed_total",
-                           "drift:request_success_total",
+                           "drift:request_success_total", "drift:step_phase_seconds_total",
                            "drift:time_to_first_token_seconds_count", "drift:time_per_output_token_seconds_count",
                            "drift:e2e_request_latency_seconds_count"})
     EXPECT_TRUE(metric_value(before.body, name).has_value()) << name;
@@ -101,6 +102,8 @@ TEST(InfoTest, MetricsAreValidPrometheusTextAndMove) {
   EXPECT_EQ(delta("drift:time_per_output_token_seconds_count"), 8);
   EXPECT_EQ(delta("drift:e2e_request_latency_seconds_count"), 2);
   EXPECT_GT(delta("drift:prefix_cache_queries_total"), 0);
+  for (const char* phase : {"plan", "launch", "apply"})
+    EXPECT_GT(delta("drift:step_phase_seconds_total", fmt::format("phase=\"{}\"", phase)), 0) << phase;
   EXPECT_EQ(*metric_value(after.body, "drift:num_requests_running"), 0);
   EXPECT_EQ(*metric_value(after.body, "drift:kv_cache_usage_perc"), 0);
 }

@@ -1,7 +1,9 @@
 // One request's life through the engine: stop strings, stop tokens, max_tokens, session length, cancel
-// in every state, bad input refused with a message that names the problem, and many submitting threads.
+// in every state, bad input refused with a message that names the problem, many submitting threads, and
+// the steps' wall time by phase.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "engine_test_util.h"
@@ -150,6 +152,24 @@ TEST(EngineLifecycle, ManySubmittingThreads) {
   EXPECT_EQ(m.requests_finished_total, kThreads * kEach);
   EXPECT_EQ(m.time_to_first_token_s.count, uint64_t(kThreads * kEach));
   EXPECT_GT(m.steps_total, 0);
+}
+
+// The step phases add up to the steps' wall time, which lies within the run's: each phase moved, and
+// their sum is no more than the time from the first submit to idle.
+TEST(EngineLifecycle, StepPhasesAccountForTheStepsWallTime) {
+  auto engine = make_engine();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Request> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(greedy_request({int32_t(10 + i), 20, 7, 9}, 6));
+  (void)run_all(*engine, requests);
+  const EngineMetrics m = wait_until_idle(*engine);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const StepPhaseSeconds& p = m.step_seconds;
+  EXPECT_GT(p.plan, 0.0);
+  EXPECT_GT(p.launch, 0.0);  // on the CPU backend the forward itself
+  EXPECT_GE(p.device, 0.0);
+  EXPECT_GT(p.apply, 0.0);
+  EXPECT_LE(p.plan + p.launch + p.device + p.apply, elapsed);
 }
 
 TEST(EngineLifecycle, SeededSamplingIsReproducibleAndAloneEqualsBatched) {

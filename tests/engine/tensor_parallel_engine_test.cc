@@ -30,8 +30,8 @@ TEST_P(TensorParallelEngineTest, GreedyMatchesTransformersOverTwoRanks) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelEngineTest,
                          ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3",
                                            "youtu", "gpt_oss"),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& test) {
+                           std::string n = test.param;
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -86,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParallelEngineTest,
                          ::testing::Values(ExpertCase{"deepseek_v2", 2}, ExpertCase{"deepseek_v2", 4},
                                            ExpertCase{"deepseek_v3", 2}, ExpertCase{"deepseek_v3", 4},
                                            ExpertCase{"gpt_oss", 2}, ExpertCase{"gpt_oss", 4}),
-                         [](const auto& info) { return info.param.fixture + "_ep" + std::to_string(info.param.ranks); });
+                         [](const auto& test) { return test.param.fixture + "_ep" + std::to_string(test.param.ranks); });
 
 // One rank or several, asking a dense model for expert parallelism is a mistake worth naming.
 TEST(ExpertParallelEngine, RefusesAModelWithoutExperts) {
