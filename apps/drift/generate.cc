@@ -60,6 +60,16 @@ void print_speculation(const EngineMetrics& m) {
                  long(m.spec_decode_num_full_verifies));
 }
 
+// Where the steps' time went (EngineMetrics::step_seconds): on a GPU, plan + launch + apply is host work
+// (on the CPU backend, launch is the forward itself).
+void print_step_phases(const EngineMetrics& m) {
+  if (m.steps_total == 0) return;
+  const StepPhaseSeconds& p = m.step_seconds;
+  const double per = 1e3 / double(m.steps_total);
+  std::fprintf(stderr, "drift: %ld steps, ms per step: plan %.3f, launch %.3f, device %.3f, apply %.3f\n",
+               long(m.steps_total), p.plan * per, p.launch * per, p.device * per, p.apply * per);
+}
+
 void run_generate(GenerateOptions& o) {
   std::vector<std::string> prompts;
   if (!o.batch_file.empty()) {
@@ -133,7 +143,9 @@ void run_generate(GenerateOptions& o) {
   std::fflush(stdout);
   std::fprintf(stderr, "drift: %zu tokens in %.2f s (%.1f tokens/s) over %zu request%s\n", total_tokens, seconds,
                total_tokens / std::max(seconds, 1e-9), prompts.size(), prompts.size() == 1 ? "" : "s");
-  print_speculation((*engine)->metrics());
+  const EngineMetrics metrics = (*engine)->metrics();
+  print_speculation(metrics);
+  print_step_phases(metrics);
   (*engine)->shutdown();
 }
 
