@@ -426,13 +426,16 @@ class ModelBench {
       }
     };
     decode_steps(prompt_, 3);  // warm-up, and the graph capture (rewritten below)
+    const runner::ModelRunner::StepTimes before = runner_->step_times();
     const auto t0 = std::chrono::steady_clock::now();
     decode_steps(prompt_, gen_);
     Row r = decode_limits(batch, seconds_since(t0) / gen_);
     r.workload = label;
-    std::printf("  %s: %lld of %d steps replayed from a graph (%lld graphs so far)\n", label.c_str(),
-                static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + 3,
-                static_cast<long long>(runner_->num_graphs()));
+    // The runner's host work before the device can start each step (check, pack, upload, launch).
+    const double launch_ms = (runner_->step_times().launch - before.launch) * 1e3 / gen_;
+    std::printf("  %s: %lld of %d steps replayed from a graph (%lld graphs so far); runner launch %.3f ms a step\n",
+                label.c_str(), static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + 3,
+                static_cast<long long>(runner_->num_graphs()), launch_ms);
     runner_->set_cuda_graphs(graphs_allowed_);
     return r;
   }
