@@ -349,6 +349,12 @@ class ModelBench {
     DRIFT_CHECK(config.ok(), "{}", config.status().to_string());
     costs_ = step_costs(*config);
     graphs_allowed_ = ranks.others.empty();  // a graph would capture rank 0's stream alone
+    // Each GPU of a tensor-parallel group reads its share of the bytes and does its share of the FLOPs:
+    // the group's limits are the sums of its GPUs' (the ceilings are one GPU's, measured on GPU 0).
+    if (!ranks.others.empty()) {
+      ceil_.bandwidth *= double(ranks.world_size());
+      ceil_.bf16_rate *= double(ranks.world_size());
+    }
     auto m = ranks.others.empty() ? model::load_model(dir, ops, lo)
                                   : model::load_tensor_parallel(dir, std::move(ranks), lo);
     DRIFT_CHECK(m.ok(), "{}", m.status().to_string());
