@@ -72,7 +72,7 @@ void EngineImpl::run_step() {
   auto picked = sample_step(plan, views);
   const auto sampled = Clock::now();
   const double device = runner_->step_times().wait - waited_before;
-  if (slo_) slo_->observe(plan.num_tokens, seconds_between(step_start, Clock::now()));
+  if (slo_) slo_->observe(plan.num_tokens, seconds_between(step_start, sampled));
   if (!picked.ok()) {
     trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
     for (const core::ScheduledSeq& s : plan.seqs) {

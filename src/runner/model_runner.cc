@@ -96,7 +96,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
                          std::unique_ptr<sample::DeviceSampler> sampler)
     : model_(model), ops_(ops), config_(config), sampler_(std::move(sampler)) {
   max_blocks_per_seq_ = (config.max_model_len + config.block_size - 1) / config.block_size;
-  max_mask_words_ = mask_words_for(std::min(config.max_num_tokens, ModelRunner::kMaxTreeTokens));
+  max_mask_words_ = mask_words_for(std::min(config.max_num_tokens, kMaxTreeTokens));
   scratch_blocks_ = config.num_blocks;
   const int32_t t = config.max_num_tokens, s = config.max_num_seqs;
   // Decode buckets: powers of two below the largest batch, then the largest batch itself.
@@ -401,11 +401,8 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
   step_times_.launch += seconds_since(t);
   t = std::chrono::steady_clock::now();
   if (while_running) while_running();
-  if (num_logits == 0) {
-    step_times_.wait += seconds_since(t);
-    return std::span<const sample::SampleResult>();
-  }
-  const std::span<const sample::SampleResult> picked = sampler_->sample(logits_.view.slice(0, num_logits), sampling);
+  std::span<const sample::SampleResult> picked;
+  if (num_logits > 0) picked = sampler_->sample(logits_.view.slice(0, num_logits), sampling);
   step_times_.wait += seconds_since(t);
   return picked;
 }

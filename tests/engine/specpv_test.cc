@@ -180,17 +180,19 @@ TEST(SpecPv, ExactRequestsVerifyInFullBesideOthers) {
   EXPECT_GT(exact.metrics.spec_decode_num_full_verifies, 0);
 }
 
-// (e) Tokens verified against a partial view have approximate KV: the next full verification computes it
-// again (counted), and no block holding it is published before. A request whose prompt is the first one's
-// whole sequence then reads only exact KV from the prefix cache: its first token's log-probability is the
-// one an engine without SpecPV computes for that prompt from scratch.
-TEST(SpecPv, PartialKvIsComputedAgainAndNeverPublished) {
-  auto engine = Engine::create(with_specpv(base_config(true), 3, true));
+// Runs a 40-token request on `config` (SpecPV with small budgets), whose partial verify steps must leave KV
+// to compute again, then checks that a request whose prompt is that whole sequence reads only exact KV from
+// the prefix cache: its first token's log-probability is the one an engine of `plain` computes from scratch.
+// The first engine's metrics go to `metrics`.
+void expect_partial_kv_computed_again(const EngineConfig& config, const EngineConfig& plain, const char* label,
+                                      EngineMetrics* metrics) {
+  auto engine = Engine::create(config);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   const Request a = long_requests(1, 40)[0];
   const std::vector<Collected> first = run_all(**engine, {a});
   ASSERT_EQ(first[0].tokens.size(), 40u);
   const EngineMetrics m = wait_until_idle(**engine);
+  *metrics = m;
   EXPECT_GT(m.spec_decode_num_partial_verifies, 0);
   EXPECT_GT(m.spec_decode_num_recomputed_tokens, 0);
 
@@ -199,17 +201,25 @@ TEST(SpecPv, PartialKvIsComputedAgainAndNeverPublished) {
   Request b = greedy_request(whole, 1);
   b.sampling.top_logprobs = 0;
   const std::vector<Collected> second = run_all(**engine, {b});
-  auto fresh = Engine::create(base_config(false));
+  auto fresh = Engine::create(plain);
   ASSERT_TRUE(fresh.ok()) << fresh.status().to_string();
   const std::vector<Collected> want = run_all(**fresh, {b});
   ASSERT_EQ(second[0].final.logprobs.size(), 1u);
   ASSERT_EQ(want[0].final.logprobs.size(), 1u);
   const int32_t cached = second[0].final.usage.cached_tokens;
-  std::printf("[ specpv   ] %lld tokens computed again; the second request found %d of %zu cached\n",
+  std::printf("[ specpv   ] %s%lld tokens computed again; the second request found %d of %zu cached\n", label,
               (long long)m.spec_decode_num_recomputed_tokens, cached, whole.size());
   EXPECT_GT(cached, int32_t(a.prompt_tokens.size()));  // blocks of output computed again were published
   EXPECT_EQ(second[0].tokens, want[0].tokens);
   EXPECT_NEAR(second[0].final.logprobs[0].logprob, want[0].final.logprobs[0].logprob, 1e-4);
+}
+
+// (e) Tokens verified against a partial view have approximate KV: the next full verification computes it
+// again (counted), and no block holding it is published before.
+TEST(SpecPv, PartialKvIsComputedAgainAndNeverPublished) {
+  EngineMetrics m;
+  expect_partial_kv_computed_again(with_specpv(base_config(true), 3, true), base_config(false), "", &m);
+  if (HasFatalFailure()) return;
 
   // Budgets that cover the context verify exactly: nothing to compute again.
   const RunResult covering = run(with_specpv(base_config(true), 3, false), long_requests(2, 24));
@@ -224,32 +234,9 @@ TEST(SpecPv, TreeStepsComputePartialKvAgain) {
   const EngineConfig base = base_config(false);
   const std::string head = write_random_head_for(base.model_dir, 23);
   ASSERT_FALSE(head.empty());
-  auto engine = Engine::create(with_specpv(with_eagle3(base, head, 12, 4, 3), 3, true));
-  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  const Request a = long_requests(1, 40)[0];
-  const std::vector<Collected> first = run_all(**engine, {a});
-  ASSERT_EQ(first[0].tokens.size(), 40u);
-  const EngineMetrics m = wait_until_idle(**engine);
+  EngineMetrics m;
+  expect_partial_kv_computed_again(with_specpv(with_eagle3(base, head, 12, 4, 3), 3, true), base, "trees: ", &m);
   EXPECT_GT(m.spec_decode_num_drafts, 0);
-  EXPECT_GT(m.spec_decode_num_partial_verifies, 0);
-  EXPECT_GT(m.spec_decode_num_recomputed_tokens, 0);
-
-  std::vector<int32_t> whole = a.prompt_tokens;
-  whole.insert(whole.end(), first[0].tokens.begin(), first[0].tokens.end());
-  Request b = greedy_request(whole, 1);
-  b.sampling.top_logprobs = 0;
-  const std::vector<Collected> second = run_all(**engine, {b});
-  auto fresh = Engine::create(base);
-  ASSERT_TRUE(fresh.ok()) << fresh.status().to_string();
-  const std::vector<Collected> want = run_all(**fresh, {b});
-  ASSERT_EQ(second[0].final.logprobs.size(), 1u);
-  ASSERT_EQ(want[0].final.logprobs.size(), 1u);
-  const int32_t cached = second[0].final.usage.cached_tokens;
-  std::printf("[ specpv   ] trees: %lld tokens computed again; the second request found %d of %zu cached\n",
-              (long long)m.spec_decode_num_recomputed_tokens, cached, whole.size());
-  EXPECT_GT(cached, int32_t(a.prompt_tokens.size()));
-  EXPECT_EQ(second[0].tokens, want[0].tokens);
-  EXPECT_NEAR(second[0].final.logprobs[0].logprob, want[0].final.logprobs[0].logprob, 1e-4);
 }
 
 // The same with requests preempting each other (a pool of 30 blocks for six sequences of up to 210 tokens):
