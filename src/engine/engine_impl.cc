@@ -260,8 +260,7 @@ Status EngineImpl::build_loop_parts() {
   rc.max_num_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
   rc.max_model_len = max_model_len_;
   rc.kv_dtype = kv_dtype_;
-  // A graph captures rank 0's stream alone; graphs on every rank are later work (issue 18).
-  rc.cuda_graphs = !config.enforce_eager && config.tensor_parallel <= 1;
+  rc.cuda_graphs = !config.enforce_eager;
   // A verify step samples 1 + drafts rows per sequence: the sampler takes up to a step's tokens.
   runner_ = std::make_unique<runner::ModelRunner>(*model_, *ops_, rc, make_sampler_(rc.max_num_tokens, model_->vocab_size()));
 

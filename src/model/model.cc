@@ -10,6 +10,13 @@ int64_t Model::kv_bytes_per_token(DType kv_dtype) const {
   return bytes;
 }
 
+std::unique_ptr<backend::CapturedWork> Model::capture_forward(backend::Ops& ops, const ForwardContext& ctx,
+                                                              const Tensor& logits) {
+  ops.begin_capture();
+  forward(ctx, logits);
+  return ops.end_capture();
+}
+
 void Model::move_kv(std::span<const KvRowMoves>) {
   DRIFT_CHECK(false, "{} keeps no paged KV to move", config_.architecture);
 }

@@ -46,6 +46,10 @@ class Model {
   virtual void allocate_workspace(int32_t max_tokens, int32_t max_logits) = 0;
   // Runs the step; writes logits [ctx.num_logits, vocab] fp32 into `logits`.
   virtual void forward(const ForwardContext& ctx, const Tensor& logits) = 0;
+  // Records forward(ctx, logits) for replay (contract 11; the runner's decode graphs). The model runs on
+  // `ops` alone, so the default records that backend's queue; a tensor-parallel model records every rank's.
+  virtual std::unique_ptr<backend::CapturedWork> capture_forward(backend::Ops& ops, const ForwardContext& ctx,
+                                                                 const Tensor& logits);
   // Moves KV rows within every layer's cache, one KvRowMoves per KV group (kv_specs() order): the KV of
   // an accepted draft path goes to the path's positions. Queued like a step: call it between steps.
   virtual void move_kv(std::span<const KvRowMoves> groups);

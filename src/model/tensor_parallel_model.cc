@@ -69,6 +69,19 @@ class TensorParallelModel final : public Model {
     }));
   }
 
+  // Every rank records its share of the step, the inputs' broadcast included, on its own queue.
+  std::unique_ptr<backend::CapturedWork> capture_forward(backend::Ops&, const ForwardContext& ctx,
+                                                         const Tensor& logits) override;
+
+  // Queues each rank's recorded step on that rank (a graph launch is bound to its GPU's thread).
+  void replay(std::span<const std::unique_ptr<backend::CapturedWork>> graphs) {
+    if (!failure_.ok()) return;  // a failed capture may have left a rank without its graph
+    keep_failure(on_every_rank([&](int32_t r) {
+      graphs[size_t(r)]->replay();
+      return communicator_status(r);
+    }));
+  }
+
   void move_kv(std::span<const KvRowMoves> groups) override {
     keep_failure(on_every_rank([&](int32_t r) {
       std::vector<KvRowMoves> mine(groups.begin(), groups.end());
@@ -147,6 +160,36 @@ class TensorParallelModel final : public Model {
   std::unique_ptr<backend::RankThreads> threads_;
   Status failure_;  // the first failed step's error; ok while the group works
 };
+
+// One step recorded on every rank. The ranks' graphs read the input arenas of the capture; a larger step
+// later grows an arena into a new buffer, so the old ones are kept here while the graphs live.
+class RankGraphs final : public backend::CapturedWork {
+ public:
+  RankGraphs(TensorParallelModel& model, std::vector<std::unique_ptr<backend::CapturedWork>> graphs,
+             std::vector<backend::Buffer> arenas)
+      : model_(model), graphs_(std::move(graphs)), arenas_(std::move(arenas)) {}
+  void replay() override { model_.replay(graphs_); }
+
+ private:
+  TensorParallelModel& model_;
+  std::vector<std::unique_ptr<backend::CapturedWork>> graphs_;  // [world]
+  std::vector<backend::Buffer> arenas_;                         // [world] what graphs_ read (rank 0's unused)
+};
+
+std::unique_ptr<backend::CapturedWork> TensorParallelModel::capture_forward(backend::Ops&, const ForwardContext& ctx,
+                                                                            const Tensor& logits) {
+  std::vector<std::unique_ptr<backend::CapturedWork>> graphs(ops_.size());
+  keep_failure(on_every_rank([&](int32_t r) {
+    backend::Ops& ops = *ops_[size_t(r)];
+    const ForwardContext mine = share_inputs(r, ctx);  // sized by the step before: nothing grows in a capture
+    const Tensor out = r == 0 ? logits : logits_[size_t(r)].view.slice(0, ctx.num_logits);
+    ops.begin_capture();
+    models_[size_t(r)]->forward(mine, out);
+    graphs[size_t(r)] = ops.end_capture();
+    return communicator_status(r);
+  }));
+  return std::make_unique<RankGraphs>(*this, std::move(graphs), inputs_);
+}
 
 }  // namespace
 

@@ -358,9 +358,7 @@ Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool a
   // First time for this shape: run it directly (which also builds any per-shape plans, such as
   // cuBLASLt's, on the host), then record the same launches for the steps to come.
   model_.forward(ctx, logits);
-  ops_.begin_capture();
-  model_.forward(ctx, logits);
-  graph = ops_.end_capture();
+  graph = model_.capture_forward(ops_, ctx, logits);
   return shape.num_logits;
 }
 

@@ -2,7 +2,7 @@
 # Tensor parallelism on a 2-GPU machine (issue 18): build the CUDA targets (sysroot from the carried
 # .debs, sm_90a, NCCL from the CUDA toolkit), run the 2-GPU tests (NCCL collectives, fixture logits over
 # 2 GPUs against 1, the engine over 2 GPUs against 1), compare `drift generate --tensor-parallel 2` with one
-# GPU, and benchmark the Llama-3.1-8B shape at TP=1 and TP=2 (decode batch 1 and 64, eager) with the
+# GPU, and benchmark the Llama-3.1-8B shape at TP=1 and TP=2 (decode batch 1 and 64, graphs and eager) with the
 # all-reduce time per decode step. Prints a short table last; logs go to $OUT. Total under 8 minutes:
 # every step has a timeout, and the benchmark gets what is left before TP_DEADLINE.
 #
@@ -84,21 +84,33 @@ PY
 fi
 echo "generate done after $((SECONDS - t_start)) s"
 
-# The Llama-3.1-8B shape, TP=1 (graphs and eager) then TP=2 (eager: graphs on every rank are later work),
-# the same steps, so the eager rows compare like for like.
+# The Llama-3.1-8B shape, TP=1 then TP=2, each with CUDA graphs and eager, the same steps.
 bench_rc1=skip bench_rc2=skip
 BENCH=$BUILD/bench/decode/drift_bench_decode
-BENCH_ARGS=(--model llama-3.1-8b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0)
+BENCH_ARGS=(--model llama-3.1-8b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 1)
 if [ -x "$BENCH" ]; then
   l=$(left 60)
-  timeout $((l / 2)) "$BENCH" "${BENCH_ARGS[@]}" --eager 1 --markdown "$OUT/bench_tp1.md" >"$OUT/bench_tp1.log" 2>&1
+  timeout $((l / 2)) "$BENCH" "${BENCH_ARGS[@]}" --markdown "$OUT/bench_tp1.md" >"$OUT/bench_tp1.log" 2>&1
   bench_rc1=$?
   if [ "$gpus" -ge 2 ]; then
-    timeout "$(left 60)" "$BENCH" "${BENCH_ARGS[@]}" --eager 0 --tensor-parallel 2 --markdown "$OUT/bench_tp2.md" \
+    timeout "$(left 60)" "$BENCH" "${BENCH_ARGS[@]}" --tensor-parallel 2 --markdown "$OUT/bench_tp2.md" \
       >"$OUT/bench_tp2.log" 2>&1
     bench_rc2=$?
   fi
   echo "bench done after $((SECONDS - t_start)) s"
+fi
+
+# GPT-OSS-20B (MXFP4 experts) on one GPU and with its experts placed over two (EP=2; attention split by
+# heads), when time is left: expert parallelism measured on the GPU.
+moe_rc1=skip moe_rc2=skip
+MOE_ARGS=(--model gpt-oss-20b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 0)
+if [ -x "$BENCH" ] && [ "$gpus" -ge 2 ] && [ "$(left 0)" -ge 150 ]; then
+  timeout $(($(left 60) / 2)) "$BENCH" "${MOE_ARGS[@]}" --markdown "$OUT/bench_moe_tp1.md" >"$OUT/bench_moe_tp1.log" 2>&1
+  moe_rc1=$?
+  timeout "$(left 60)" "$BENCH" "${MOE_ARGS[@]}" --tensor-parallel 2 --expert-parallel --markdown "$OUT/bench_moe_ep2.md" \
+    >"$OUT/bench_moe_ep2.log" 2>&1
+  moe_rc2=$?
+  echo "moe bench done after $((SECONDS - t_start)) s"
 fi
 
 tok_s() {  # markdown table, workload -> tok/s
@@ -110,7 +122,7 @@ ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(b) / float
 echo
 echo "== failures (first lines) =="
 grep -hA4 "Failure$" "$OUT"/cuda_tp_test.log "$OUT"/cuda_engine_tp_test.log 2>/dev/null | head -40
-grep -hE "check failed|CUDA error|NCCL|illegal" "$OUT"/cuda_*tp*.log "$OUT"/bench_tp*.log 2>/dev/null | head -8
+grep -hE "check failed|CUDA error|NCCL|illegal" "$OUT"/cuda_*tp*.log "$OUT"/bench_*.log 2>/dev/null | head -8
 grep -h "^\[  SKIPPED \]\|skipped\|Skipped" "$OUT"/cuda_tp_test.log 2>/dev/null | head -3
 echo "== notes =="
 grep -h "^\[ tp       \]" "$OUT/cuda_tp_test.log" 2>/dev/null | head -10
@@ -123,14 +135,25 @@ echo "build: rc=$build_rc; GPUs: $gpus"
 echo "cuda_tp_test (rc=$tp_rc): $(summary "$OUT/cuda_tp_test.log")"
 echo "cuda_engine_test TP (rc=$engine_rc): $(summary "$OUT/cuda_engine_tp_test.log")"
 echo "drift generate tp2 vs tp1 ($MODEL): $generate"
-echo "bench rc: tp1=$bench_rc1 tp2=$bench_rc2 (Llama-3.1-8B shape, random weights, eager decode)"
-echo "| workload | TP=1 graphs tok/s | TP=1 eager tok/s | TP=2 eager tok/s | TP=2 / TP=1 eager | TP=2 / TP=1 graphs |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "bench rc: tp1=$bench_rc1 tp2=$bench_rc2 (Llama-3.1-8B shape, random weights)"
+echo "| workload | TP=1 tok/s | TP=2 tok/s | TP=2 / TP=1 | TP=1 eager | TP=2 eager | eager TP=2 / TP=1 |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for w in "prefill 512" "decode b=1" "decode b=64"; do
-  g=$(tok_s "$OUT/bench_tp1.md" "$w")
-  e=$(tok_s "$OUT/bench_tp1.md" "$w eager")
-  t=$(tok_s "$OUT/bench_tp2.md" "$w tp2 eager")
-  [ "$w" = "prefill 512" ] && { e=$g; t=$(tok_s "$OUT/bench_tp2.md" "$w"); }
-  echo "| $w | ${g:--} | ${e:--} | ${t:--} | $(ratio "${e:-0}" "${t:-0}") | $(ratio "${g:-0}" "${t:-0}") |"
+  g1=$(tok_s "$OUT/bench_tp1.md" "$w")
+  e1=$(tok_s "$OUT/bench_tp1.md" "$w eager")
+  g2=$(tok_s "$OUT/bench_tp2.md" "$w tp2")
+  e2=$(tok_s "$OUT/bench_tp2.md" "$w tp2 eager")
+  [ "$w" = "prefill 512" ] && g2=$(tok_s "$OUT/bench_tp2.md" "$w")
+  echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") | ${e1:--} | ${e2:--} | $(ratio "${e1:-0}" "${e2:-0}") |"
 done
 echo "(issue 18 asks TP=2 >= 1.6x TP=1 at decode b=1; the all-reduce table above gives the time per step it costs)"
+echo "moe bench rc: tp1=$moe_rc1 ep2=$moe_rc2 (GPT-OSS-20B shape, random MXFP4 experts)"
+echo "| workload | EP=1 tok/s | EP=2 tok/s | EP=2 / EP=1 |"
+echo "|---|---:|---:|---:|"
+for w in "prefill 512" "decode b=1" "decode b=64"; do
+  g1=$(tok_s "$OUT/bench_moe_tp1.md" "$w")
+  g2=$(tok_s "$OUT/bench_moe_ep2.md" "$w ep2")
+  [ "$w" = "prefill 512" ] && g2=$(tok_s "$OUT/bench_moe_ep2.md" "$w")
+  echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") |"
+done
+grep -h "^drift: .*ms per step" "$OUT/tp_generate.txt" 2>/dev/null
