@@ -24,10 +24,16 @@ class TensorParallelModel final : public Model {
     ops_.push_back(ranks.first);
     for (const auto& o : owned_) ops_.push_back(o.get());
     models_.resize(ops_.size());
-    threads_ = std::make_unique<backend::RankThreads>(int32_t(ops_.size()), [this](const Status& failure) {
-      for (backend::Ops* ops : ops_)
-        if (ops->communicator() != nullptr) ops->communicator()->abort(failure.message());
-    });
+    // GPU ranks only queue work: between steps their threads poll rather than sleep (rank_threads.h), for
+    // longer than a decode step lasts.
+    const auto spin = ops_[0]->device() == Device::kCuda ? std::chrono::microseconds(20000) : std::chrono::microseconds(0);
+    threads_ = std::make_unique<backend::RankThreads>(
+        int32_t(ops_.size()),
+        [this](const Status& failure) {
+          for (backend::Ops* ops : ops_)
+            if (ops->communicator() != nullptr) ops->communicator()->abort(failure.message());
+        },
+        spin);
   }
 
   Status load(const std::string& model_dir, const LoadOptions& options) {
@@ -128,28 +134,52 @@ class TensorParallelModel final : public Model {
     return mine;
   }
 
-  // Broadcasts each defined tensor from rank 0; on the other ranks it is repointed into their arena.
+  // Broadcasts the defined tensors from rank 0; on the other ranks they are repointed into their arena.
+  // Tensors lying close together in rank 0's memory (the runner's one input buffer) go as the one byte
+  // range holding them: a single collective a step instead of one per tensor. Scattered ones (a test's
+  // own buffers) go one by one. Every rank sees rank 0's addresses, so all make the same choice.
   void share(int32_t r, const std::vector<Tensor*>& tensors) {
+    std::vector<Tensor*> defined;
+    int64_t padded = 0;
+    char *lo = nullptr, *hi = nullptr;
+    for (Tensor* t : tensors) {
+      if (!t->defined()) continue;
+      defined.push_back(t);
+      padded += int64_t((t->nbytes() + 3) / 4 * 4);
+      char* begin = static_cast<char*>(t->data);
+      lo = lo == nullptr ? begin : std::min(lo, begin);
+      hi = std::max(hi, begin + t->nbytes());
+    }
+    if (defined.empty()) return;
     backend::Ops& ops = *ops_[size_t(r)];
+    const int64_t range = hi - lo;
+    if (range <= 2 * padded + 4096) {
+      Tensor span(lo, DType::kU8, {range}, defined[0]->device);
+      if (r != 0) {
+        char* base = static_cast<char*>(arena(r, range).data);
+        for (Tensor* t : defined) t->data = base + (static_cast<char*>(t->data) - lo);
+        span.data = base;
+      }
+      ops.broadcast(span, 0);
+      return;
+    }
     if (r != 0) {
-      int64_t words = 0;
-      for (const Tensor* t : tensors)
-        if (t->defined()) words += int64_t((t->nbytes() + 3) / 4);
-      backend::Buffer& arena = inputs_[size_t(r)];
-      // Grows to the largest step seen (the first steps of each shape; never inside a captured one).
-      if (!arena.view.defined() || arena.view.numel() < words) arena = ops.alloc(DType::kI32, {std::max<int64_t>(words * 2, 1024)});
-      char* next = static_cast<char*>(arena.view.data);
-      for (Tensor* t : tensors) {
-        if (!t->defined()) continue;
-        Tensor local = *t;
-        local.data = next;
-        local.device = arena.view.device;
+      char* next = static_cast<char*>(arena(r, padded).data);
+      for (Tensor* t : defined) {
+        t->data = next;
         next += (t->nbytes() + 3) / 4 * 4;
-        *t = local;
       }
     }
-    for (Tensor* t : tensors)
-      if (t->defined()) ops.broadcast(*t, 0);
+    for (Tensor* t : defined) ops.broadcast(*t, 0);
+  }
+
+  // Rank r's input arena of at least `bytes`; it grows to the largest step seen (the first steps of each
+  // shape; never inside a captured one).
+  const Tensor& arena(int32_t r, int64_t bytes) {
+    backend::Buffer& a = inputs_[size_t(r)];
+    const int64_t words = (bytes + 3) / 4;
+    if (!a.view.defined() || a.view.numel() < words) a = ops_[size_t(r)]->alloc(DType::kI32, {std::max<int64_t>(words * 2, 1024)});
+    return a.view;
   }
 
   std::vector<backend::Ops*> ops_;                    // [world] rank r's backend
@@ -181,9 +211,11 @@ std::unique_ptr<backend::CapturedWork> TensorParallelModel::capture_forward(back
   std::vector<std::unique_ptr<backend::CapturedWork>> graphs(ops_.size());
   keep_failure(on_every_rank([&](int32_t r) {
     backend::Ops& ops = *ops_[size_t(r)];
-    const ForwardContext mine = share_inputs(r, ctx);  // sized by the step before: nothing grows in a capture
     const Tensor out = r == 0 ? logits : logits_[size_t(r)].view.slice(0, ctx.num_logits);
     ops.begin_capture();
+    // Recorded with the step: every replay sends rank 0's new inputs. The arena was sized by the same step
+    // run directly before, so nothing grows inside the capture.
+    const ForwardContext mine = share_inputs(r, ctx);
     models_[size_t(r)]->forward(mine, out);
     graphs[size_t(r)] = ops.end_capture();
     return communicator_status(r);

@@ -39,6 +39,7 @@ Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::for_l
 
 NcclCommunicator::~NcclCommunicator() {
   if (gathered_ != nullptr) cudaFree(gathered_);
+  for (void* p : outgrown_) cudaFree(p);
   if (!aborted_) ncclCommDestroy(comm_);
 }
 
@@ -50,9 +51,10 @@ void NcclCommunicator::all_gather_columns(const Tensor& x, const Tensor& out) {
   const size_t elem = dtype_size(x.dtype), cols = size_t(x.size(-1)), rows = size_t(x.numel()) / cols;
   DRIFT_CHECK_EQ(out.numel(), x.numel() * world_);
   // NCCL stacks the ranks' parts; each part's rows then go to their column block of `out`. The staging
-  // buffer grows on the first steps of a new size (never inside a captured step of that size).
+  // buffer grows on the first steps of a new size (never inside a captured step of that size); the one it
+  // outgrew stays allocated for the graphs captured with it.
   if (gathered_bytes_ < out.nbytes()) {
-    if (gathered_ != nullptr) DRIFT_CUDA_CHECK(cudaFree(gathered_));
+    if (gathered_ != nullptr) outgrown_.push_back(gathered_);
     DRIFT_CUDA_CHECK(cudaMalloc(&gathered_, out.nbytes()));
     gathered_bytes_ = out.nbytes();
   }

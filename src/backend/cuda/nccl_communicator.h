@@ -39,6 +39,9 @@ class NcclCommunicator final : public Communicator {
   int32_t rank_, world_;
   void* gathered_ = nullptr;  // [world, rows, cols] of all_gather_columns, before the columns are interleaved
   size_t gathered_bytes_ = 0;
+  // Outgrown staging buffers: a graph captured at a smaller step still reads its own, so none is freed
+  // before the communicator.
+  std::vector<void*> outgrown_;
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;  // written once, before aborted_ is set
 };

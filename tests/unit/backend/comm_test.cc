@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <numeric>
+#include <thread>
 
 #include "backend/comm/rank_threads.h"
 #include "backend/comm/thread_group.h"
@@ -85,6 +86,24 @@ TEST(ThreadCollectives, AFailedRankWakesTheOthersAndSpendsTheGroup) {
   EXPECT_NE(s.message().find("weights of rank 1 are missing"), std::string::npos) << s.message();
   const Status again = threads.run([](int32_t) { return Status::Ok(); });
   EXPECT_EQ(again.message(), s.message());
+}
+
+// Polling threads (GPU ranks) and sleeping ones run every round exactly once per rank, including rounds
+// that come after the poll has given up and the threads sleep.
+TEST(RankThreads, PollingOrSleepingEveryRankRunsEveryRoundOnce) {
+  for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(2000)}) {
+    RankThreads threads(3, nullptr, spin);
+    std::vector<std::atomic<int>> runs(3);
+    for (int round = 0; round < 200; ++round) {
+      if (round == 100) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the poll
+      const Status s = threads.run([&](int32_t r) {
+        runs[size_t(r)]++;
+        return Status::Ok();
+      });
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      for (int r = 0; r < 3; ++r) ASSERT_EQ(runs[size_t(r)].load(), round + 1) << "rank " << r << ", spin " << spin.count();
+    }
+  }
 }
 
 TEST(ThreadCollectives, ARankThatNeverArrivesTimesOut) {
