@@ -157,3 +157,5 @@ for w in "prefill 512" "decode b=1" "decode b=64"; do
   echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") |"
 done
 grep -h "^drift: .*ms per step" "$OUT/tp_generate.txt" 2>/dev/null
+# At most 8 files come back from a call: the logs travel as one archive beside the markdown tables.
+(cd "$OUT" && tar -czf tp_logs.tgz ./*.log ./*.txt 2>/dev/null && rm -f ./*.log ./*.txt)
