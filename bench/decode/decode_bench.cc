@@ -651,12 +651,19 @@ void print_eagle(const std::string& model, const std::vector<EagleCostRow>& rows
 // The all-reduces a decode step of `s` makes under tensor parallelism (one after attention and one after
 // the MLP per layer) at each batch size, timed alone on the group.
 void print_all_reduce(const Shape& s, const model::RankBackends& ranks, const std::vector<int>& batches) {
-  std::printf("\nall-reduce on %d GPUs, %s (bf16 [batch, %lld], 2 per layer x %lld layers; 64 calls back to back)\n"
-              "| batch | one all-reduce us | per decode step ms |\n|---:|---:|---:|\n",
+  std::printf("\nall-reduce on %d GPUs, %s (bf16 [batch, %lld], 2 per layer x %lld layers; 64 calls back to back; "
+              "+ norm: with the residual add and RMSNorm after it)\n"
+              "| batch | NCCL us | NCCL + norm us | peer kernel us | peer + norm fused us | per decode step ms (taken) |\n"
+              "|---:|---:|---:|---:|---:|---:|\n",
               ranks.world_size(), s.name.c_str(), static_cast<long long>(s.hidden), static_cast<long long>(s.layers));
   for (int batch : batches) {
-    const double us = all_reduce_us(ranks, batch, s.hidden);
-    std::printf("| %d | %.1f | %.3f |\n", batch, us, us * 2.0 * double(s.layers) * 1e-3);
+    const double nccl = all_reduce_us(ranks, batch, s.hidden, {.peer = false});
+    const double nccl_norm = all_reduce_us(ranks, batch, s.hidden, {.peer = false, .with_norm = true});
+    const double peer = all_reduce_us(ranks, batch, s.hidden, {.peer = true});
+    const double fused = all_reduce_us(ranks, batch, s.hidden, {.peer = true, .with_norm = true});
+    const double taken = std::isnan(fused) ? nccl_norm : fused;
+    std::printf("| %d | %.1f | %.1f | %.1f | %.1f | %.3f |\n", batch, nccl, nccl_norm, peer, fused,
+                taken * 2.0 * double(s.layers) * 1e-3);
   }
   std::fflush(stdout);
 }

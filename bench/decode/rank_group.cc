@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include "backend/comm/rank_threads.h"
@@ -34,26 +35,55 @@ Expected<model::RankBackends> make_cuda_ranks(backend::CudaOps& first, int32_t w
 #endif
 }
 
-double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden) {
+namespace {
+
+// Sets whether decode-sized all-reduces take the peer kernel on every rank; false where a rank has none.
+bool use_peer_all_reduce(const std::vector<backend::Ops*>& ops, bool on) {
+#ifdef DRIFT_HAVE_NCCL
+  bool available = true;
+  for (backend::Ops* o : ops) {
+    auto* nccl = dynamic_cast<backend::NcclCommunicator*>(o->communicator());
+    available = available && nccl != nullptr && nccl->has_peer_all_reduce();
+    if (nccl != nullptr) nccl->set_peer_all_reduce(on);
+  }
+  return available || !on;
+#else
+  (void)ops;
+  return !on;
+#endif
+}
+
+}  // namespace
+
+double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden, AllReduceMode mode) {
   std::vector<backend::Ops*> ops = {ranks.first};
   for (const auto& o : ranks.others) ops.push_back(o.get());
+  if (!use_peer_all_reduce(ops, mode.peer)) return std::nan("");
   backend::RankThreads threads(int32_t(ops.size()), nullptr);
   constexpr int kWarmup = 5, kCalls = 64, kReps = 9;
   std::vector<double> times;
   const Status s = threads.run([&](int32_t r) {
     backend::Ops& o = *ops[size_t(r)];
     o.bind_thread();
-    backend::Buffer x = o.alloc(DType::kBF16, {rows, hidden});
-    for (int i = 0; i < kWarmup; ++i) o.all_reduce(x.view);
+    backend::Buffer x = o.alloc(DType::kBF16, {rows, hidden}), residual = o.alloc(DType::kBF16, {rows, hidden});
+    backend::Buffer normed = o.alloc(DType::kBF16, {rows, hidden}), weight = o.alloc(DType::kBF16, {hidden});
+    auto call = [&] {
+      if (mode.with_norm)
+        o.all_reduce_add_rms_norm(residual.view, x.view, weight.view, 1e-5f, normed.view);
+      else
+        o.all_reduce(x.view);
+    };
+    for (int i = 0; i < kWarmup; ++i) call();
     o.synchronize();
     for (int i = 0; i < kReps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
-      for (int c = 0; c < kCalls; ++c) o.all_reduce(x.view);
+      for (int c = 0; c < kCalls; ++c) call();
       o.synchronize();
       if (r == 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kCalls);
     }
     return o.communicator()->status();
   });
+  use_peer_all_reduce(ops, true);
   DRIFT_CHECK(s.ok(), "{}", s.to_string());
   std::sort(times.begin(), times.end());
   return times[times.size() / 2] * 1e6;

@@ -13,9 +13,17 @@ namespace drift::bench {
 // Refused without NCCL in this build or with fewer GPUs.
 Expected<model::RankBackends> make_cuda_ranks(backend::CudaOps& first, int32_t world);
 
+// How a timed all-reduce runs: NCCL's alone, or the peer kernel's (NcclCommunicator); each alone or as a
+// decode step makes it, followed by the residual add and norm (fused into the peer kernel).
+struct AllReduceMode {
+  bool peer = false;
+  bool with_norm = false;
+};
+
 // Microseconds of one all-reduce (sum) of [rows, hidden] bf16 over every rank of `ranks`: 64 calls back to
 // back on every rank, as a decode step makes them, then a synchronisation; the median of 9 such runs on
 // rank 0. (Timing each call with its own synchronisation measured 18 us at 8 KB on two H100s, 9.6 this way.)
-double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden);
+// NaN for the peer kernel where the group has none.
+double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden, AllReduceMode mode);
 
 }  // namespace drift::bench

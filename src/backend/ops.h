@@ -296,6 +296,14 @@ class Ops {
       copy(x, out);
     }
   }
+  // x holds this rank's partial sums of a layer's output [N, H]: residual += the sum of x over every rank,
+  // then out = rms_norm(residual) * w, as add_rms_norm (x is left undefined). One kernel where the
+  // communicator fuses them (NCCL's, over peer memory, for decode-sized steps); one rank: add_rms_norm.
+  void all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+    if (comm_ && comm_->all_reduce_add_rms_norm(residual, x, w, eps, out)) return;
+    all_reduce(x);
+    add_rms_norm(residual, x, w, eps, out);
+  }
   // x = rank root's x on every rank (a step's inputs, made on rank 0).
   void broadcast(const Tensor& x, int32_t root) {
     if (comm_) comm_->broadcast(x, root);

@@ -1,16 +1,23 @@
-// Tensor parallelism on GPUs over NCCL: the collectives on two GPUs, and fixture models split over two
+// Tensor parallelism on GPUs over NCCL: the collectives on two GPUs (NCCL's, and the one-shot all-reduce
+// over peer memory alone and fused with the residual add and norm), and fixture models split over two
 // GPUs against the same model on one. Skipped with fewer than two GPUs or a build without NCCL.
 //
 // Tolerance: a row split rounds each rank's partial sums to bf16 before the all-reduce adds them, where
 // one rank rounds the whole sum once; over a fixture's layers that moves logits by well under the ~3% of
 // the largest logit that bf16 against fp32 gives (cuda_golden_test), which kTolerance states.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "backend/comm/rank_threads.h"
 #include "backend/cuda/cuda_ops.h"
+#ifdef DRIFT_HAVE_NCCL
+#include "backend/cuda/nccl_communicator.h"
+#endif
 #include "engine/backend_factory.h"
 #include "model/registry.h"
 #include "model/tensor_parallel_model.h"
@@ -66,6 +73,142 @@ TEST(CudaTensorParallel, NcclCollectivesOnTwoGpus) {
     EXPECT_EQ(roots[size_t(r)], (std::vector<float>{10, 11, 12, 13, 14, 15}));
   }
 }
+
+#ifdef DRIFT_HAVE_NCCL
+std::vector<uint16_t> bf16_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> bits(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+  return bits;
+}
+
+std::vector<float> host_floats(backend::Ops& o, const Tensor& t) {
+  std::vector<uint16_t> bits(size_t(t.numel()));
+  o.copy_to_host(bits.data(), t);
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_f32(bits[i]);
+  return v;
+}
+
+// Sets the peer path on every rank; false where some rank has none (GPUs that cannot reach each other).
+bool set_peer_path(const std::vector<backend::Ops*>& ops, bool on) {
+  bool available = true;
+  for (backend::Ops* o : ops) {
+    auto* nccl = dynamic_cast<backend::NcclCommunicator*>(o->communicator());
+    available = available && nccl != nullptr && nccl->has_peer_all_reduce();
+    if (nccl != nullptr) nccl->set_peer_all_reduce(on);
+  }
+  return available;
+}
+
+// bf16 [rows, cols] on both ranks from (i % 7 + 1) / 2^20 (exact in bf16), all-reduced `calls` times back to
+// back: every call doubles it exactly, so the result is known to the bit. Rank r's values.
+std::vector<std::vector<float>> repeated_all_reduce(const std::vector<backend::Ops*>& ops, int64_t rows, int64_t cols,
+                                                    int calls) {
+  std::vector<std::vector<float>> out(ops.size());
+  backend::RankThreads threads(int32_t(ops.size()), nullptr);
+  const Status s = threads.run([&](int32_t r) {
+    backend::Ops& o = *ops[size_t(r)];
+    o.bind_thread();
+    backend::Buffer x = o.alloc(DType::kBF16, {rows, cols});
+    std::vector<float> start(size_t(rows * cols));
+    for (size_t i = 0; i < start.size(); ++i) start[i] = float(i % 7 + 1) * 0x1p-20f;
+    o.copy_from_host(x.view, bf16_bits(start).data());
+    for (int c = 0; c < calls; ++c) o.all_reduce(x.view);
+    out[size_t(r)] = host_floats(o, x.view);
+    return o.communicator()->status();
+  });
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return out;
+}
+
+// The one-shot all-reduce over peer memory: decode-sized rows (1 and 64 of 4096, 3 of GPT-OSS's 2880, one
+// of 8192), 40 calls back to back (the inbox halves turn over many times), every rank the same exact
+// result, and NCCL's the same bits.
+TEST(CudaTensorParallel, PeerAllReduceOnTwoGpus) {
+  if (std::string why; skip_reason(why)) GTEST_SKIP() << why;
+  auto group = engine::make_rank_backends("cuda", 2);
+  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  const std::vector<backend::Ops*> ops = {group->first.ops.get(), group->others[0].get()};
+  constexpr int kCalls = 40;
+  for (const auto& [rows, cols] : {std::pair{1, 4096}, std::pair{64, 4096}, std::pair{3, 2880}, std::pair{1, 8192}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
+    if (!set_peer_path(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
+    const auto peer = repeated_all_reduce(ops, rows, cols, kCalls);
+    set_peer_path(ops, false);
+    const auto nccl = repeated_all_reduce(ops, rows, cols, kCalls);
+    set_peer_path(ops, true);
+    for (size_t i = 0; i < peer[0].size(); ++i)
+      ASSERT_EQ(peer[0][i], float(i % 7 + 1) * std::ldexp(1.0f, kCalls - 20)) << "value " << i;
+    EXPECT_EQ(peer[1], peer[0]);
+    EXPECT_EQ(nccl[0], peer[0]);
+    EXPECT_EQ(nccl[1], peer[0]);
+  }
+}
+
+// all_reduce_add_rms_norm on two GPUs, the peer kernel's fused form against NCCL's all-reduce followed by
+// add_rms_norm, on random rows, 6 steps in a row that alternate with plain all-reduces (as a layer's do):
+// the residuals equal to the bit, the normed rows within one bf16 rounding (the fused kernel sums the
+// squares in another order), every rank the same bits.
+TEST(CudaTensorParallel, FusedAllReduceAddRmsNormOnTwoGpus) {
+  if (std::string why; skip_reason(why)) GTEST_SKIP() << why;
+  auto group = engine::make_rank_backends("cuda", 2);
+  ASSERT_TRUE(group.ok()) << group.status().to_string();
+  const std::vector<backend::Ops*> ops = {group->first.ops.get(), group->others[0].get()};
+  constexpr int64_t kRows = 5, kHidden = 4096;
+  struct Result {
+    std::vector<float> residual, normed;
+  };
+  auto run = [&](bool peer) {
+    EXPECT_EQ(set_peer_path(ops, peer) || !peer, true);
+    std::vector<Result> out(2);
+    backend::RankThreads threads(2, nullptr);
+    const Status s = threads.run([&](int32_t r) {
+      backend::Ops& o = *ops[size_t(r)];
+      o.bind_thread();
+      std::mt19937 rng(7 + r);
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      auto random = [&](int64_t n) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float& f : v) f = d(rng);
+        return bf16_bits(v);
+      };
+      backend::Buffer x = o.alloc(DType::kBF16, {kRows, kHidden}), residual = o.alloc(DType::kBF16, {kRows, kHidden});
+      backend::Buffer normed = o.alloc(DType::kBF16, {kRows, kHidden}), weight = o.alloc(DType::kBF16, {kHidden});
+      std::mt19937 shared(3);  // the residual stream and the weights are the same on every rank
+      std::normal_distribution<float> ds(0.0f, 1.0f);
+      std::vector<float> res(static_cast<size_t>(kRows * kHidden)), w(static_cast<size_t>(kHidden));
+      for (float& f : res) f = ds(shared);
+      for (float& f : w) f = 1.0f + 0.1f * ds(shared);
+      o.copy_from_host(residual.view, bf16_bits(res).data());
+      o.copy_from_host(weight.view, bf16_bits(w).data());
+      for (int step = 0; step < 6; ++step) {
+        o.copy_from_host(x.view, random(kRows * kHidden).data());
+        o.all_reduce_add_rms_norm(residual.view, x.view, weight.view, 1e-5f, normed.view);
+        o.copy_from_host(x.view, random(kRows * kHidden).data());
+        o.all_reduce(x.view);
+      }
+      out[size_t(r)] = {host_floats(o, residual.view), host_floats(o, normed.view)};
+      return o.communicator()->status();
+    });
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    set_peer_path(ops, true);
+    return out;
+  };
+  if (!set_peer_path(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
+  const std::vector<Result> fused = run(true), unfused = run(false);
+  EXPECT_EQ(fused[1].residual, fused[0].residual);
+  EXPECT_EQ(fused[1].normed, fused[0].normed);
+  EXPECT_EQ(fused[0].residual, unfused[0].residual);
+  int differ = 0;
+  for (size_t i = 0; i < fused[0].normed.size(); ++i) {
+    const float a = fused[0].normed[i], b = unfused[0].normed[i];
+    ASSERT_LE(std::fabs(a - b), std::fabs(b) * 0x1p-7f + 1e-6f) << "value " << i;
+    differ += a != b;
+  }
+  std::printf("[ tp       ] fused all-reduce + add_rms_norm: %d of %zu normed values one rounding apart\n", differ,
+              fused[0].normed.size());
+}
+#endif
 
 // Prefill logits [prompt, vocab] of a fixture split over `world` GPUs (1: one GPU, no communicator).
 Expected<std::vector<float>> prefill_logits(const std::string& fixture, int32_t world, const std::vector<int32_t>& ids) {

@@ -101,10 +101,10 @@ if [ -x "$BENCH" ]; then
 fi
 
 # GPT-OSS-20B (MXFP4 experts) on one GPU and with its experts placed over two (EP=2; attention split by
-# heads), when time is left: expert parallelism measured on the GPU.
+# heads), when time is left and TP_MOE is not 0: expert parallelism measured on the GPU.
 moe_rc1=skip moe_rc2=skip
 MOE_ARGS=(--model gpt-oss-20b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 0)
-if [ -x "$BENCH" ] && [ "$gpus" -ge 2 ] && [ "$(left 0)" -ge 150 ]; then
+if [ "${TP_MOE:-1}" != 0 ] && [ -x "$BENCH" ] && [ "$gpus" -ge 2 ] && [ "$(left 0)" -ge 150 ]; then
   timeout $(($(left 60) / 2)) "$BENCH" "${MOE_ARGS[@]}" --markdown "$OUT/bench_moe_tp1.md" >"$OUT/bench_moe_tp1.log" 2>&1
   moe_rc1=$?
   timeout "$(left 60)" "$BENCH" "${MOE_ARGS[@]}" --tensor-parallel 2 --expert-parallel --markdown "$OUT/bench_moe_ep2.md" \

@@ -22,6 +22,14 @@ class Communicator {
   // out = every rank's x side by side along the last dimension, in rank order: x [N, C], out [N, world * C]
   // (an LM head split by vocabulary gathers each rank's logits columns).
   virtual void all_gather_columns(const Tensor& x, const Tensor& out) = 0;
+  // The all-reduce of a layer's output fused with the residual add and norm after it (Ops::
+  // all_reduce_add_rms_norm says what it computes). False, with nothing done, where this transport has no
+  // fused form for these tensors: the caller then runs the two steps.
+  virtual bool all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                                       const Tensor& out) {
+    (void)residual, (void)x, (void)weight, (void)eps, (void)out;
+    return false;
+  }
   // x on every rank = x on rank `root` (a step's inputs, made on rank 0).
   virtual void broadcast(const Tensor& x, int32_t root) = 0;
   // Not ok once the group failed (a rank aborted it, a collective timed out): collectives since then

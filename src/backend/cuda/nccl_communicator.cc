@@ -1,8 +1,11 @@
 #include "backend/cuda/nccl_communicator.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "backend/cuda/runtime/check.h"
 
@@ -31,9 +34,17 @@ Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::for_l
   std::vector<ncclComm_t> comms(size_t(n), nullptr);
   if (const ncclResult_t r = ncclCommInitAll(comms.data(), n, devices.data()); r != ncclSuccess)
     return Status(StatusCode::kInternal, fmt::format("NCCL could not join {} local GPUs: {}", n, ncclGetErrorString(r)));
+  std::shared_ptr<PeerGroup> peers;
+  const char* env = std::getenv("DRIFT_PEER_ALL_REDUCE");
+  if (env == nullptr || std::strcmp(env, "0") != 0) {
+    std::string why;
+    peers = PeerGroup::make(devices, why);
+    if (peers == nullptr) spdlog::info("tensor parallelism: all-reduces over NCCL only ({})", why);
+  }
   std::vector<std::unique_ptr<NcclCommunicator>> out;
   for (int r = 0; r < n; ++r)
-    out.push_back(std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comms[size_t(r)], *ops[size_t(r)], r, n)));
+    out.push_back(
+        std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comms[size_t(r)], *ops[size_t(r)], r, n, peers)));
   return out;
 }
 
@@ -43,7 +54,44 @@ NcclCommunicator::~NcclCommunicator() {
   if (!aborted_) ncclCommDestroy(comm_);
 }
 
+bool NcclCommunicator::peer_path(const Tensor& x) const {
+  if (peers_ == nullptr || !use_peers_ || aborted_ || x.dtype != DType::kBF16 || x.ndim < 1) return false;
+  const int64_t hidden = x.size(-1);
+  return hidden % 8 == 0 && hidden <= cuda::kPeerMaxHidden && x.nbytes() <= PeerGroup::kInboxBytes &&
+         reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+}
+
+cuda::PeerAllReduceParams NcclCommunicator::peer_params(const Tensor& x) const {
+  cuda::PeerAllReduceParams p = peers_->params(rank_);
+  p.x = static_cast<cuda::bf16*>(x.data);
+  p.hidden = int32_t(x.size(-1));
+  p.rows = x.numel() / p.hidden;
+  return p;
+}
+
+bool NcclCommunicator::all_reduce_add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                                               const Tensor& out) {
+  if (!peer_path(x)) return false;
+  DRIFT_CHECK(residual.dtype == DType::kBF16 && out.dtype == DType::kBF16 && weight.dtype == DType::kBF16,
+              "fused all-reduce + add_rms_norm: residual {}, out {}, weight {} must be BF16", residual.describe(),
+              out.describe(), weight.describe());
+  DRIFT_CHECK(residual.numel() == x.numel() && out.numel() == x.numel() && weight.numel() == x.size(-1),
+              "fused all-reduce + add_rms_norm: x {}, residual {}, out {}, weight {}", x.describe(), residual.describe(),
+              out.describe(), weight.describe());
+  cuda::PeerAllReduceParams p = peer_params(x);
+  p.residual = static_cast<cuda::bf16*>(residual.data);
+  p.weight = static_cast<const cuda::bf16*>(weight.data);
+  p.out = static_cast<cuda::bf16*>(out.data);
+  p.eps = eps;
+  cuda::run(p, ops_->stream());
+  return true;
+}
+
 void NcclCommunicator::all_reduce_sum(const Tensor& x) {
+  if (peer_path(x)) {
+    cuda::run(peer_params(x), ops_->stream());
+    return;
+  }
   DRIFT_NCCL_CHECK(ncclAllReduce(x.data, x.data, size_t(x.numel()), nccl_type(x), ncclSum, comm_, ops_->stream()));
 }
 
@@ -84,6 +132,7 @@ void NcclCommunicator::abort(const std::string& reason) {
   if (aborted_) return;
   abort_reason_ = reason;
   aborted_ = true;
+  if (peers_ != nullptr) peers_->abort();  // wakes every rank's peer all-reduce waiting on this one
   ncclCommAbort(comm_);  // wakes this rank's kernels waiting on a peer that will not come
 }
 

@@ -41,7 +41,9 @@ class DecoderStream {
 
   // Runs the layers: layer.input_norm -> attend(layer, normed, out) -> residual add + post_attention_norm
   // -> mix(layer, normed, out) -> residual add + the next layer's input norm (the final norm after the
-  // last). Then the rows asked for become logits [ctx.num_logits, vocab].
+  // last). Then the rows asked for become logits [ctx.num_logits, vocab]. Under tensor parallelism attend
+  // and mix leave this rank's partial sums in out; each residual add takes their all-reduce with it (one
+  // kernel where the transport fuses them).
   template <class Layer, class Attend, class Mix>
   void forward(backend::Ops& ops, const ForwardContext& ctx, const std::vector<Layer>& layers, Attend attend, Mix mix,
                const Tensor& logits) const {
@@ -59,10 +61,11 @@ class DecoderStream {
       const Layer& layer = layers[i];
       keep_taps(ops, int32_t(i), residual);
       attend(layer, normed, out);
-      ops.add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps, normed);
+      ops.all_reduce_add_rms_norm(residual, out, layer.post_attention_norm.weight.view, layer.post_attention_norm.eps,
+                                  normed);
       mix(layer, normed, out);
       const RmsNorm& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : final_norm_;
-      ops.add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
+      ops.all_reduce_add_rms_norm(residual, out, next_norm.weight.view, next_norm.eps, normed);
     }
     keep_taps(ops, int32_t(layers.size()), residual);
     const Tensor rows = gathered_.view.slice(0, ctx.num_logits);

@@ -151,11 +151,6 @@ GatedMlpScratch GatedMlp::allocate_scratch(backend::Ops& ops, int64_t max_tokens
 }
 
 void GatedMlp::forward(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const {
-  forward_partial(ops, x, scratch, out);
-  ops.all_reduce(out);
-}
-
-void GatedMlp::forward_partial(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const {
   const int64_t n = x.size(0);
   const Tensor gate_up = scratch.gate_up.view.slice(0, n), act = scratch.act.view.slice(0, n);
   ops.linear_silu_mul(x, gate_up_.weight.view, gate_up_.bias.view, gate_up, act);

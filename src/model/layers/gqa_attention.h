@@ -57,7 +57,8 @@ class GqaAttention {
   // Zeroes the paged cache: slots no step wrote (a prefix-cache hit's, a padding row's) then hold 0, never
   // a NaN bit pattern that attention would spread. Load time only (it goes through the host).
   void zero_cache(backend::Ops& ops) const;
-  // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, out_features()]. selected: DSA-lite's positions
+  // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, out_features()] (this rank's partial sums under
+  // tensor parallelism: the decoder stream all-reduces them). selected: DSA-lite's positions
   // [ctx.num_tokens, top_k] (DsaIndexer), or undefined for dense attention.
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, AttentionScratch& scratch,
                const Tensor& out, const Tensor& selected = Tensor()) const;
@@ -90,10 +91,8 @@ class GatedMlp {
                                  bool bias);
   // ffn: this rank's width.
   static GatedMlpScratch allocate_scratch(backend::Ops& ops, int64_t max_tokens, int64_t ffn);
+  // out: this rank's partial sums under a width split (the decoder stream all-reduces the layer's output).
   void forward(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const;
-  // The same without the all-reduce: this rank's partial sums (a MoE block adds them to its experts' and
-  // all-reduces once).
-  void forward_partial(backend::Ops& ops, const Tensor& x, GatedMlpScratch& scratch, const Tensor& out) const;
 
  private:
   Linear gate_up_, down_;

@@ -35,11 +35,9 @@ struct Linear {
                                        const std::vector<int64_t>& out_features, int64_t in_features, bool has_bias,
                                        const std::vector<Shard>& parts);
   int64_t out_features() const { return weight.view.size(0); }
-  // out = x @ weight^T (+ bias); a row split's partial sums are then all-reduced.
-  void forward(backend::Ops& ops, const Tensor& x, const Tensor& out) const {
-    ops.linear(x, weight.view, bias.view, out);
-    if (split == LinearSplit::kRow) ops.all_reduce(out);
-  }
+  // out = x @ weight^T (+ bias). A row split leaves this rank's partial sums in out: the layer output they
+  // make is all-reduced by the decoder stream, together with the residual add and norm that follow it.
+  void forward(backend::Ops& ops, const Tensor& x, const Tensor& out) const { ops.linear(x, weight.view, bias.view, out); }
 };
 
 struct RmsNorm {

@@ -58,7 +58,8 @@ class MlaAttention {
   // The layer's paged cache in kv_dtype (its KV group's KvSpec dtype); unset: the compute dtype.
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size,
                       std::optional<DType> kv_dtype = std::nullopt);
-  // x, out: [ctx.num_tokens, hidden]
+  // x, out: [ctx.num_tokens, hidden]; out is this rank's partial sums under tensor parallelism (the
+  // decoder stream all-reduces them).
   void forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
                const Tensor& out) const;
   // [num_blocks, block_size, 1, L + rope]: the whole KV state of this layer.

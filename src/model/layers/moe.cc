@@ -75,9 +75,10 @@ Moe::Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(we
   if (spec_.split.rank != 0 && !spec_.places_experts()) w_.b_down = {};
 }
 
-// The exchange, today one all-reduce whether the width or the experts are split: every rank holds every
-// token (attention ends in an all-reduce), computed its experts' contributions (zero rows for tokens none
-// of them got) and its share of the shared experts, and the sum over ranks is each token's output. An
+// The exchange, today one all-reduce whether the width or the experts are split (the decoder stream's,
+// after the block): every rank holds every token (attention's output was all-reduced), computed its
+// experts' contributions (zero rows for tokens none of them got) and its share of the shared experts, and
+// the sum over ranks is each token's output. An
 // all-to-all would instead send each token only to the ranks that hold its experts before moe_experts and
 // bring the weighted outputs back after (src/backend/comm/README.md says when that pays); route() and
 // moe_experts' first_expert stay as they are.
@@ -87,10 +88,9 @@ void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const
   routed_experts(ops, x, route, scratch, out);
   if (w_.shared) {
     const Tensor shared = scratch.shared_out.view.slice(0, n);
-    w_.shared->forward_partial(ops, x, scratch.shared, shared);
+    w_.shared->forward(ops, x, scratch.shared, shared);
     ops.add(out, shared, out);
   }
-  ops.all_reduce(out);
 }
 
 // Every rank routes every token over all the experts (the router is replicated), so all agree on the choice.

@@ -22,7 +22,8 @@ struct MoeSpec {
   float swiglu_alpha = 1.702f;
   bool mxfp4 = false;               // expert matrices kept as stored in MXFP4 (moe_spec says when)
   // Tensor parallelism: every expert's (and the shared experts') intermediate width is split over the
-  // ranks (gate/up rows, down columns); the partial sums are all-reduced once after the block.
+  // ranks (gate/up rows, down columns); the block's output is this rank's partial sums, all-reduced once after it
+  // by the decoder stream.
   TensorSplit split;
   // Expert parallelism (weights::MoeConfig::expert_parallel): rank r holds the routed experts
   // [r * E / N, (r + 1) * E / N) whole instead of a 1/N width of each; the shared experts stay split.

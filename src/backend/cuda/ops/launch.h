@@ -146,6 +146,32 @@ struct RouteParams {
 void run(const RouteParams& p, cudaStream_t stream);
 bool route_supports(int64_t num_experts, int64_t top_k, int64_t n_group);
 
+// The all-reduce of a tensor-parallel layer's output over the GPUs of one process, for decode-sized steps
+// (ops/peer_all_reduce.cu; NcclCommunicator's path): every rank writes its rows straight into each peer's
+// inbox over NVLink, and an inbox element has arrived once it no longer reads as the empty pattern (every
+// byte kPeerEmptyByte), so no flag or fence separates the data from its signal. With residual and weight
+// the sum goes on into residual += sum, out = rms_norm(residual) * weight (add_rms_norm's arithmetic), all
+// in the one kernel; without them x = sum. Every rank sums in rank order: the same bits everywhere.
+inline constexpr int kMaxPeerRanks = 8;
+inline constexpr int kPeerEmptyByte = 0x80;  // bf16 0x8080, -1.2e-38; a value with that pattern is sent as -0
+struct PeerAllReduceParams {
+  bf16* x = nullptr;              // [rows, hidden] this rank's partial sums; the sum without residual
+  bf16* residual = nullptr;       // [rows, hidden] or null
+  const bf16* weight = nullptr;   // [hidden], with residual
+  bf16* out = nullptr;            // [rows, hidden], with residual
+  int64_t rows = 0;
+  int32_t hidden = 0;             // a multiple of 8, at most kPeerMaxHidden
+  float eps = 1e-6f;
+  void* inboxes[kMaxPeerRanks] = {};  // rank r's: [2 turns][world senders][inbox_bytes], empty between calls
+  int64_t inbox_bytes = 0;            // rows * hidden * 2 at most
+  uint32_t* turn = nullptr;           // this rank's call count (its parity picks the inboxes' half)
+  uint32_t* arrived = nullptr;        // this rank's blocks done with the current call
+  const volatile int* abort_flag = nullptr;  // host memory; nonzero ends every wait
+  int32_t rank = 0, world = 0;
+};
+inline constexpr int kPeerMaxHidden = 16384;
+void run(const PeerAllReduceParams& p, cudaStream_t stream);
+
 // What a routed-experts launch needs besides its expert matrices (MoeExpertsParams in ops.h), either format.
 struct MoeExpertsArgs {
   const bf16* x = nullptr;               // [num_tokens, hidden]
