@@ -490,8 +490,10 @@ TEST(CudaEngine, TensorParallelTwoGpusAgreeWithOne) {
     ASSERT_EQ(two_eager.size(), kPrompts.size()) << model;
     for (size_t i = 0; i < kPrompts.size(); ++i) {
       EXPECT_EQ(two[i].reason, FinishReason::kLength) << model << ": " << two[i].error;
-      // The same kernels in the same order, and a two-rank sum is the same either way round.
-      EXPECT_EQ(two[i].tokens, two_eager[i].tokens) << model << ": prompt " << i << ", graphs against eager";
+      // Two GPUs do not give the same bits from run to run (a near-tie of the qwen3 fixture, top-2 margin
+      // 0.003 on one GPU, went either way in repeated runs, with NCCL's all-reduce as with the peer kernel),
+      // so graphs and eager are each held to one GPU's output up to its near-ties.
+      expect_greedy_agrees(one[i], two_eager[i], i, kAllowedMargin);
       std::printf("[ engine   ] %s prompt %zu tp1: %s\n[ engine   ] %s prompt %zu tp2: %s\n", model.c_str(), i,
                   ids(one[i].tokens).c_str(), model.c_str(), i, ids(two[i].tokens).c_str());
       expect_greedy_agrees(one[i], two[i], i, kAllowedMargin);
