@@ -23,6 +23,9 @@ CLI::Validator at_least(double min);
 
 // Engine options shared by generate, chat, serve, bench and perplexity.
 void add_engine_options(CLI::App& cmd, EngineConfig& config);
+// A node of rank > 0 (--node-rank) runs node 0's steps (Engine::follow) instead of the command: true when
+// it did, the group's outcome reported.
+bool run_as_follower(const EngineConfig& config);
 // How tokens are drawn (generate, chat): --temperature and the filters and penalties after it, with
 // the defaults `sampling` holds.
 void add_sampling_options(CLI::App& cmd, SamplingParams& sampling);

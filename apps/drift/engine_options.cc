@@ -18,6 +18,18 @@ void fail(const std::string& message) {
 
 std::string default_model_dir() { return DRIFT_DEFAULT_MODEL_DIR; }
 
+bool run_as_follower(const EngineConfig& c) {
+  if (c.node_rank == 0) return false;
+  std::fprintf(stderr, "drift: node %d of %d, following node 0 at %s:%d\n", c.node_rank, c.nnodes, c.master_addr.c_str(),
+               c.master_port);
+  if (const Status s = Engine::follow(c); !s.ok()) {
+    fail(s.to_string());
+  } else {
+    std::fprintf(stderr, "drift: node %d: node 0 ended the group\n", c.node_rank);
+  }
+  return true;
+}
+
 CLI::Validator at_least(double min) {
   const std::string bound = CLI::detail::to_string(min);
   return CLI::Validator(
@@ -40,6 +52,15 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--tensor-parallel,--tp", c.tensor_parallel,
                  "Ranks the model is split over on this host (cpu: threads; cuda: one GPU each, over NCCL)")
       ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd.add_option("--nnodes", c.nnodes,
+                 "Processes (hosts) splitting the model, one rank each (cpu, --tensor-parallel 1); node 0 serves")
+      ->check(CLI::Range(1, 64))->capture_default_str();
+  cmd.add_option("--node-rank", c.node_rank, "This process's node (0: the engine; others follow node 0's steps)")
+      ->check(CLI::Range(0, 63))->capture_default_str();
+  cmd.add_option("--master-addr", c.master_addr, "Node 0's address, where it waits for the other nodes")
+      ->capture_default_str();
+  cmd.add_option("--master-port", c.master_port, "Node 0's port for the other nodes")
+      ->check(CLI::Range(1, 65535))->capture_default_str();
   cmd.add_flag("--expert-parallel,--ep", c.expert_parallel,
                "MoE models: place the routed experts whole across the --tensor-parallel ranks (1/N of them each) "
                "instead of splitting every expert's width");

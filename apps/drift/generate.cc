@@ -71,6 +71,7 @@ void print_step_phases(const EngineMetrics& m) {
 }
 
 void run_generate(GenerateOptions& o) {
+  if (run_as_follower(o.engine)) return;
   std::vector<std::string> prompts;
   if (!o.batch_file.empty()) {
     std::ifstream in(o.batch_file);

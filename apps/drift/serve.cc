@@ -78,6 +78,7 @@ void shut_down_gracefully(server::OpenAiServer& server, double timeout_s) {
 }
 
 void run_serve(ServeOptions& o) {
+  if (run_as_follower(o.engine)) return;
   o.server.log_format = log_format();
   if (o.server.api_key.empty())
     if (const char* key = std::getenv("DRIFT_API_KEY")) o.server.api_key = key;

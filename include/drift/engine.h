@@ -70,6 +70,13 @@ struct EngineConfig {
   // instead of 1/N of every expert's width (attention and dense layers stay split). num_experts must divide
   // by N; a model without experts is refused. With one rank it changes nothing.
   bool expert_parallel = false;
+  // Several processes (hosts, or processes of one machine standing for hosts) split one model, one rank
+  // each: node 0 runs the engine (Engine::create) and the others Engine::follow(), all with the same
+  // nnodes, master_addr and master_port. The cpu backend, with tensor_parallel 1 on each node, so far.
+  int32_t nnodes = 1;
+  int32_t node_rank = 0;
+  std::string master_addr = "127.0.0.1";  // node 0's address, where it listens for the other nodes
+  int32_t master_port = 29500;
   int32_t block_size = 16;
   int64_t kv_cache_bytes = 0;      // 0: derive from kv_cache_memory_fraction
   // KV cache element type: "auto" (the backend's compute dtype: f32 on cpu, bf16 on cuda), "bf16",
@@ -169,6 +176,9 @@ using OutputCallback = std::function<void(const Output&)>;
 class Engine {
  public:
   static Expected<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  // A node of rank > 0 of a multi-node group (config.nnodes > 1): loads its share of the model and runs the
+  // steps node 0's engine sends until that engine ends (Ok) or the group fails (its error).
+  static Status follow(const EngineConfig& config);
   virtual ~Engine() = default;
 
   // Queues the request; a request that can never run (prompt beyond the context, more KV than exists,

@@ -10,6 +10,8 @@
 #include "base/trace.h"
 #include "engine/backend_factory.h"
 #include "model/registry.h"
+#include "engine/multi_node.h"
+#include "model/remote_ranks.h"
 #include "model/tensor_parallel_model.h"
 #include "weights/retrofit_config.h"
 #include "spec/ngram_proposer.h"
@@ -132,6 +134,11 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
     return invalid_argument("max_num_seqs and max_num_batched_tokens must be positive");
   if (config.mask_threads < 0 || config.mask_threads > 256)
     return invalid_argument(fmt::format("mask_threads must be in 0..256 (0: automatic), got {}", config.mask_threads));
+  DRIFT_RETURN_IF_ERROR(check_multi_node(config));
+  if (config.node_rank != 0)
+    return invalid_argument(fmt::format("node_rank {}: the engine runs on node 0; the other nodes run Engine::follow "
+                                        "(drift serve|generate with --node-rank)",
+                                        config.node_rank));
   DRIFT_RETURN_IF_ERROR(check_speculative(config.speculative));
   DRIFT_RETURN_IF_ERROR(check_specpv(config));
   DRIFT_RETURN_IF_ERROR(check_retrofit_modes(config));
@@ -143,7 +150,8 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
 }
 
 Status EngineImpl::load(const EngineConfig& config) {
-  DRIFT_ASSIGN_OR_RETURN(RankGroup ranks, make_rank_backends(config.device, std::max(config.tensor_parallel, 1)));
+  DRIFT_ASSIGN_OR_RETURN(RankGroup ranks, config.nnodes > 1 ? join_nodes(config)
+                                                            : make_rank_backends(config.device, std::max(config.tensor_parallel, 1)));
   ops_ = std::move(ranks.first.ops);
   make_sampler_ = std::move(ranks.first.make_sampler);
   DRIFT_ASSIGN_OR_RETURN(kv_dtype_, parse_kv_cache_dtype(config.kv_cache_dtype, ops_->compute_dtype()));
@@ -160,6 +168,8 @@ Status EngineImpl::load(const EngineConfig& config) {
   } else {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_tensor_parallel(config.model_dir, {ops_.get(), std::move(ranks.others)}, load));
   }
+  // The other nodes make every call this node's model makes (Engine::follow).
+  if (config.nnodes > 1) model_ = model::lead_followers(std::move(model_), *ops_);
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
   if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
 

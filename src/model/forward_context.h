@@ -44,4 +44,12 @@ struct ForwardContext {
   QueryTap* query_tap = nullptr;  // SpecPV scoring, or null
 };
 
+// Every tensor of a step's inputs, in the one order all tensor-parallel ranks share when they send them.
+inline std::vector<Tensor*> input_tensors(ForwardContext& c) {
+  std::vector<Tensor*> t = {&c.token_ids, &c.positions, &c.tree_mask, &c.query_start, &c.context_lens, &c.logits_rows};
+  for (KvGroupContext& g : c.kv_groups)
+    t.insert(t.end(), {&g.slot_mapping, &g.block_tables, &g.block_positions, &g.view_blocks});
+  return t;
+}
+
 }  // namespace drift::model

@@ -9,14 +9,6 @@ namespace drift::model {
 
 namespace {
 
-// Every tensor of a step's inputs, in one order that all ranks share.
-std::vector<Tensor*> input_tensors(ForwardContext& c) {
-  std::vector<Tensor*> t = {&c.token_ids, &c.positions, &c.tree_mask, &c.query_start, &c.context_lens, &c.logits_rows};
-  for (KvGroupContext& g : c.kv_groups)
-    t.insert(t.end(), {&g.slot_mapping, &g.block_tables, &g.block_positions, &g.view_blocks});
-  return t;
-}
-
 class TensorParallelModel final : public Model {
  public:
   TensorParallelModel(const weights::ModelConfig& config, RankBackends ranks)

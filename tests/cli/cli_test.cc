@@ -1,7 +1,8 @@
 // `drift` as a new user runs it. A model a backend cannot run (an F32 KV cache on CUDA, an FP8 KV cache on
 // the CPU) is refused before loading with a message that names what is missing and exit
 // code 1, never a crash trace. Speculation and the KV dtype are options of every engine command; inspect
-// and perplexity use the public API (drift/model_info.h, drift/perplexity.h).
+// and perplexity use the public API (drift/model_info.h, drift/perplexity.h). Two drift processes split a
+// model as two nodes (--nnodes) and give the tokens of --tensor-parallel 2 in one process.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/comm/socket_group.h"
 #include "cli_run.h"
 #include "drift/engine.h"
 #include "drift/model_info.h"
@@ -81,6 +83,31 @@ TEST(Cli, NgramSpeculationKeepsTheGreedyOutput) {
   EXPECT_FALSE(ids(plain.out).empty());
   EXPECT_EQ(ids(spec.out), ids(plain.out));
   EXPECT_NE(spec.out.find("drafts accepted"), std::string::npos) << spec.out;
+}
+
+// generated_token_ids of a `--output json` run, as text.
+std::string generated_ids(const std::string& out) {
+  const size_t at = out.find("\"generated_token_ids\"");
+  return at == std::string::npos ? std::string() : out.substr(at, out.find(']', at) - at);
+}
+
+TEST(Cli, TwoNodeProcessesGiveTheTensorParallelTokens) {
+  auto port = backend::pick_free_port();
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+  const std::string args = "generate -m " + fixture("llama") + " -p \"Once upon a time\" -n 12 --ignore-eos --output json";
+  const std::string nodes = " --nnodes 2 --master-port " + std::to_string(*port);
+  const CommandRun one_process = drift(args + " --tensor-parallel 2");
+  // Node 1 in the background, its output and exit code after node 0's.
+  const std::string node1_log = ::testing::TempDir() + "node1.log";
+  const CommandRun two = shell("{ (" + std::string(DRIFT_BINARY) + " " + args + nodes + " --node-rank 1 >" + node1_log +
+                               " 2>&1; echo \"node 1 exit $?\" >>" + node1_log + ") & " + std::string(DRIFT_BINARY) +
+                               " " + args + nodes + "; wait; cat " + node1_log + "; }");
+  ASSERT_EQ(one_process.exit_code, 0) << one_process.out;
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_FALSE(generated_ids(one_process.out).empty()) << one_process.out;
+  EXPECT_EQ(generated_ids(two.out), generated_ids(one_process.out)) << two.out;
+  EXPECT_NE(two.out.find("node 1: node 0 ended the group"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("node 1 exit 0"), std::string::npos) << two.out;
 }
 
 TEST(Cli, AConfigAloneBorrowsATokenizer) {

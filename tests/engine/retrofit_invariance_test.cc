@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"both", {.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}},
                       // Qwen2's q/k/v biases through MLA-lite (carried at load), with DSA-lite too.
                       Case{"both_qwen2", {.rank = 20, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12}, "qwen2"}),
-    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<Case>& test) { return std::string(test.param.name); });
 
 }  // namespace
 }  // namespace drift::testing

@@ -79,7 +79,9 @@ void stress(AdmissionPolicy admission, int num_requests) {
   EXPECT_EQ(m.num_requests_waiting, 0);
   EXPECT_EQ(m.requests_finished_total, num_requests);
   EXPECT_GT(m.prefix_cache_hits, 0);
-  if (admission == AdmissionPolicy::kGuaranteed) EXPECT_EQ(m.num_preemptions_total, 0);
+  if (admission == AdmissionPolicy::kGuaranteed) {
+    EXPECT_EQ(m.num_preemptions_total, 0);
+  }
 }
 
 TEST(EngineStress, GuaranteedAdmissionThousandsOfRequests) { stress(AdmissionPolicy::kGuaranteed, 2000); }

@@ -2,12 +2,16 @@
 // gives transformers' greedy continuations through chunked prefill and prefix reuse, the default model the
 // same tokens as one rank, no KV block is left held, and a split that cannot be made is refused by name.
 // The MoE fixtures again with their experts placed over 2 and 4 ranks (EngineConfig::expert_parallel);
-// a model without experts asked for expert parallelism is refused.
+// a model without experts asked for expert parallelism is refused. Two nodes (EngineConfig::nnodes; here
+// two threads of the test each joining over TCP, as two processes would): node 0's engine gives the golden
+// continuations, and node 1's Engine::follow ends Ok when node 0's engine is gone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <future>
 
 
+#include "backend/comm/socket_group.h"
 #include "engine_test_util.h"
 
 namespace drift::testing {
@@ -106,6 +110,55 @@ TEST(TensorParallelEngine, RefusesASplitByTheFieldsName) {
   auto engine = Engine::create(config);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("num_attention_heads 6"), std::string::npos) << engine.status().message();
+}
+
+TEST(MultiNodeEngine, TwoNodesGiveTransformersGreedy) {
+  for (const std::string fixture : {"llama", "gpt_oss"}) {
+    auto port = backend::pick_free_port();
+    ASSERT_TRUE(port.ok()) << port.status().to_string();
+    EngineConfig config = fixture_engine_config(fixture);
+    config.nnodes = 2;
+    config.master_port = *port;
+    config.max_num_batched_tokens = 7;
+    config.max_num_seqs = 4;
+    EngineConfig node1 = config;
+    node1.node_rank = 1;
+    std::future<Status> follower = std::async(std::launch::async, [node1] { return Engine::follow(node1); });
+    {
+      auto engine = Engine::create(config);
+      ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+      const EngineMetrics m = expect_golden_twice(**engine, golden_requests(fixture));
+      EXPECT_GT(m.prefix_cache_hits, 0);
+      EXPECT_EQ(m.kv_blocks_used, 0) << "a block leaked";
+    }
+    const Status ended = follower.get();
+    EXPECT_TRUE(ended.ok()) << fixture << ": " << ended.to_string();
+  }
+}
+
+// Settings a multi-node group cannot run are refused by name before any node waits for another.
+TEST(MultiNodeEngine, RefusesWhatItCannotRun) {
+  auto refused = [](EngineConfig c, const std::string& says) {
+    auto engine = Engine::create(c);
+    ASSERT_FALSE(engine.ok()) << says;
+    EXPECT_NE(engine.status().message().find(says), std::string::npos) << engine.status().message();
+  };
+  EngineConfig c = fixture_engine_config("llama");
+  c.nnodes = 2;
+  EngineConfig cuda = c;
+  cuda.device = "cuda";
+  refused(cuda, "several nodes run the cpu backend so far");
+  EngineConfig ranks = c;
+  ranks.tensor_parallel = 2;
+  refused(ranks, "one rank a node");
+  EngineConfig node1 = c;
+  node1.node_rank = 1;
+  refused(node1, "the other nodes run Engine::follow");
+  EngineConfig outside = c;
+  outside.node_rank = 2;
+  refused(outside, "node_rank 2 is not a node of 2");
+  const Status follow0 = Engine::follow(c);
+  EXPECT_NE(follow0.message().find("rank 1 or more"), std::string::npos) << follow0.message();
 }
 
 }  // namespace

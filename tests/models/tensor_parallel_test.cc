@@ -4,16 +4,25 @@
 // continuation as transformers, and the same KV through chunked prefill. A config that does not split
 // is refused by the field's name before a weight is read. The MoE fixtures again with expert parallelism
 // (each rank holds 1/N of the experts whole): the same logits within kTolerance and the same greedy
-// tokens, and experts that cannot be placed (or a model without them) refused by name.
+// tokens, and experts that cannot be placed (or a model without them) refused by name. Ranks as processes
+// (model/remote_ranks.h over backend/comm/socket_group.h; here threads each with its own TCP connection):
+// a leader and a follower give the thread ranks' logits to the bit, and a follower whose leader leaves
+// ends with an error naming it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 
+#include <future>
+#include <thread>
+
+#include "backend/comm/socket_group.h"
 #include "backend/comm/thread_group.h"
 #include "fixture_model.h"
 #include "model/layer_plan.h"
+#include "model/registry.h"
+#include "model/remote_ranks.h"
 #include "model/tensor_parallel_model.h"
 #include "model/tensor_split.h"
 
@@ -229,6 +238,108 @@ TEST(ExpertParallelSplit, RefusesExpertsThatCannotBePlaced) {
   c.moe->num_shared_experts = 1;
   const Status shared = model::check_tensor_split(c, plan, 4, true);
   EXPECT_NE(shared.message().find("shared experts' width 30"), std::string::npos) << shared.message();
+}
+
+backend::SocketGroupOptions node_options(int32_t rank, int32_t port, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  backend::SocketGroupOptions o;
+  o.world = 2;
+  o.rank = rank;
+  o.master_port = port;
+  o.timeout = timeout;
+  return o;
+}
+
+// Node 1 of a 2-node group: joins, loads its share of the fixture, follows the leader's calls.
+std::future<Status> start_follower(const std::string& fixture, int32_t port,
+                                   std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  return std::async(std::launch::async, [=]() -> Status {
+    std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
+    DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<backend::Communicator> comm,
+                           backend::connect_socket_group(node_options(1, port, timeout)));
+    ops->set_communicator(std::move(comm));
+    DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> share, model::load_model(fixture_dir(fixture), *ops));
+    return model::follow_leader(*share, *ops);
+  });
+}
+
+class RemoteRanksTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RemoteRanksTest, LeaderAndFollowerGiveTheThreadRanksBits) {
+  const std::string fixture = GetParam();
+  auto port = backend::pick_free_port();
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+  std::future<Status> follower = start_follower(fixture, *port);
+  {
+    std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
+    auto comm = backend::connect_socket_group(node_options(0, *port));
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    ops->set_communicator(std::move(comm).value());
+    auto share = model::load_model(fixture_dir(fixture), *ops);
+    ASSERT_TRUE(share.ok()) << share.status().to_string();
+    std::unique_ptr<model::Model> leader = model::lead_followers(std::move(share).value(), *ops);
+    runner::RunnerConfig rc;
+    rc.num_blocks.assign(leader->kv_specs(DType::kF32).size(), 64);
+    rc.max_num_tokens = 512;
+    rc.max_num_seqs = 8;
+    rc.max_model_len = int32_t(leader->config().max_position_embeddings);
+    runner::ModelRunner runner(*leader, *ops, rc);
+    auto threads = load_split(fixture, 2);
+    ASSERT_TRUE(threads.ok()) << threads.status().to_string();
+    const FixtureModel one = load_fixture(fixture);
+    for (const GoldenPrompt& p : one.prompts) {
+      EXPECT_EQ(prompt_logits(runner, p.ids, 5), prompt_logits(*threads->runner, p.ids, 5)) << fixture;
+      EXPECT_EQ(greedy(runner, p.ids, p.greedy.size()), p.greedy) << fixture;
+    }
+  }  // the leader's model ends the group
+  const Status ended = follower.get();
+  EXPECT_TRUE(ended.ok()) << ended.to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, RemoteRanksTest, ::testing::Values("llama", "qwen3", "deepseek_v2", "gpt_oss"));
+
+// A group whose connections time out after 1 s stays joined through 2.5 s without a step: the idle leader's
+// pings (every 200 ms here) keep the follower waiting, and the next step still gives the thread ranks' logits.
+TEST(RemoteRanks, AnIdleLeadersPingsKeepTheGroupPastItsTimeout) {
+  auto port = backend::pick_free_port();
+  ASSERT_TRUE(port.ok());
+  const auto timeout = std::chrono::seconds(1);
+  std::future<Status> follower = start_follower("llama", *port, timeout);
+  {
+    std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
+    auto comm = backend::connect_socket_group(node_options(0, *port, timeout));
+    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+    ops->set_communicator(std::move(comm).value());
+    auto share = model::load_model(fixture_dir("llama"), *ops);
+    ASSERT_TRUE(share.ok()) << share.status().to_string();
+    auto leader = model::lead_followers(std::move(share).value(), *ops, std::chrono::milliseconds(200));
+    runner::RunnerConfig rc;
+    rc.num_blocks.assign(leader->kv_specs(DType::kF32).size(), 64);
+    rc.max_num_tokens = 64;
+    rc.max_num_seqs = 2;
+    rc.max_model_len = 256;
+    runner::ModelRunner runner(*leader, *ops, rc);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    auto threads = load_split("llama", 2);
+    ASSERT_TRUE(threads.ok());
+    const std::vector<int32_t> ids = {1, 17, 250, 3, 99};
+    EXPECT_EQ(prompt_logits(runner, ids, 5), prompt_logits(*threads->runner, ids, 5));
+    EXPECT_TRUE(leader->status().ok()) << leader->status().to_string();
+  }
+  const Status ended = follower.get();
+  EXPECT_TRUE(ended.ok()) << ended.to_string();
+}
+
+TEST(RemoteRanks, AFollowerWhoseLeaderLeavesEndsWithItsError) {
+  auto port = backend::pick_free_port();
+  ASSERT_TRUE(port.ok());
+  std::future<Status> follower = start_follower("llama", *port);
+  {
+    auto leader = backend::connect_socket_group(node_options(0, *port));
+    ASSERT_TRUE(leader.ok()) << leader.status().to_string();
+  }  // rank 0's process is gone before its first call
+  const Status s = follower.get();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
 }
 
 }  // namespace

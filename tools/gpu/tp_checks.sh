@@ -100,10 +100,11 @@ if [ -x "$BENCH" ]; then
   echo "bench done after $((SECONDS - t_start)) s"
 fi
 
-# GPT-OSS-20B (MXFP4 experts) on one GPU and with its experts placed over two (EP=2; attention split by
-# heads), when time is left and TP_MOE is not 0: expert parallelism measured on the GPU.
+# GPT-OSS (MXFP4 experts; TP_MOE_MODEL, default gpt-oss-20b; gpt-oss-120b on H200s) on one GPU and with its
+# experts placed over two (EP=2; attention split by heads), when time is left and TP_MOE is not 0.
 moe_rc1=skip moe_rc2=skip
-MOE_ARGS=(--model gpt-oss-20b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 0)
+MOE_MODEL=${TP_MOE_MODEL:-gpt-oss-20b}
+MOE_ARGS=(--model "$MOE_MODEL" --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 0)
 if [ "${TP_MOE:-1}" != 0 ] && [ -x "$BENCH" ] && [ "$gpus" -ge 2 ] && [ "$(left 0)" -ge 150 ]; then
   timeout $(($(left 60) / 2)) "$BENCH" "${MOE_ARGS[@]}" --markdown "$OUT/bench_moe_tp1.md" >"$OUT/bench_moe_tp1.log" 2>&1
   moe_rc1=$?
@@ -147,7 +148,7 @@ for w in "prefill 512" "decode b=1" "decode b=64"; do
   echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") | ${e1:--} | ${e2:--} | $(ratio "${e1:-0}" "${e2:-0}") |"
 done
 echo "(issue 18 asks TP=2 >= 1.6x TP=1 at decode b=1; the all-reduce table above gives the time per step it costs)"
-echo "moe bench rc: tp1=$moe_rc1 ep2=$moe_rc2 (GPT-OSS-20B shape, random MXFP4 experts)"
+echo "moe bench rc: tp1=$moe_rc1 ep2=$moe_rc2 ($MOE_MODEL shape, random MXFP4 experts)"
 echo "| workload | EP=1 tok/s | EP=2 tok/s | EP=2 / EP=1 |"
 echo "|---|---:|---:|---:|"
 for w in "prefill 512" "decode b=1" "decode b=64"; do

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/comm/host_collectives.h"
 #include "backend/ops.h"
 #include "base/check.h"
 
@@ -50,52 +51,27 @@ std::string ThreadGroup::abort_reason() const {
   return reason_;
 }
 
-namespace {
-
-float load(const Tensor& t, int64_t i) {
-  return t.dtype == DType::kBF16 ? bf16_to_f32(t.data_as<uint16_t>()[i]) : t.data_as<float>()[i];
+// Each collective publishes this rank's tensor, waits for every rank, reads the others' in place, and
+// waits again before anyone overwrites what the others may still be reading.
+std::vector<const void*> ThreadCommunicator::published_parts() const {
+  std::vector<const void*> parts;
+  for (int32_t r = 0; r < world_size(); ++r) parts.push_back(group_->published(r));
+  return parts;
 }
-
-void check_summable(const Tensor& x) {
-  DRIFT_CHECK(x.device == Device::kCpu, "thread collectives read host memory, not {}", x.describe());
-  DRIFT_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16, "all_reduce of {}: F32 or BF16 only", x.describe());
-}
-
-}  // namespace
 
 void ThreadCommunicator::all_reduce_sum(const Tensor& x) {
   check_summable(x);
-  const int64_t n = x.numel();
   group_->publish(rank_, x.data);
   if (!group_->arrive_and_wait(rank_)) return;
-  sum_.assign(size_t(n), 0.0f);
-  for (int32_t r = 0; r < world_size(); ++r) {
-    Tensor part = x;
-    part.data = group_->published(r);
-    for (int64_t i = 0; i < n; ++i) sum_[size_t(i)] += load(part, i);
-  }
-  // Every rank has read every part before any rank overwrites its own.
+  sum_in_rank_order(published_parts(), x, sum_);
   if (!group_->arrive_and_wait(rank_)) return;
-  if (x.dtype == DType::kF32) {
-    std::memcpy(x.data, sum_.data(), size_t(n) * sizeof(float));
-  } else {
-    for (int64_t i = 0; i < n; ++i) x.data_as<uint16_t>()[i] = f32_to_bf16(sum_[size_t(i)]);
-  }
+  store_sum(sum_, x);
 }
 
 void ThreadCommunicator::all_gather_columns(const Tensor& x, const Tensor& out) {
-  DRIFT_CHECK(x.device == Device::kCpu && x.dtype == out.dtype, "all_gather of {} into {}", x.describe(), out.describe());
-  const int64_t cols = x.size(-1), rows = x.numel() / cols;
-  DRIFT_CHECK_EQ(out.numel(), rows * cols * world_size());
-  const size_t elem = dtype_size(x.dtype), part_bytes = size_t(cols) * elem;
   group_->publish(rank_, x.data);
   if (!group_->arrive_and_wait(rank_)) return;
-  for (int32_t r = 0; r < world_size(); ++r) {
-    const char* from = static_cast<const char*>(group_->published(r));
-    char* to = static_cast<char*>(out.data) + size_t(r) * part_bytes;
-    for (int64_t row = 0; row < rows; ++row)
-      std::memcpy(to + size_t(row * world_size()) * part_bytes, from + size_t(row) * part_bytes, part_bytes);
-  }
+  interleave_columns(published_parts(), x, out);
   group_->arrive_and_wait(rank_);  // x stays unchanged until every rank has copied it
 }
 

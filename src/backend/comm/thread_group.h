@@ -54,6 +54,8 @@ class ThreadCommunicator final : public Communicator {
   void abort(const std::string& reason) override { group_->abort(reason); }
 
  private:
+  std::vector<const void*> published_parts() const;
+
   std::shared_ptr<ThreadGroup> group_;
   int32_t rank_;
   std::vector<float> sum_;  // this rank's copy of the sum before it overwrites x
