@@ -135,6 +135,8 @@ const Fields<EngineConfig>& engine_fields() {
       field("random_weights", &EngineConfig::random_weights),
       field("extra_weight_files", &EngineConfig::extra_weight_files),
       field("retrofit_file", &EngineConfig::retrofit_file),
+      field("tensor_parallel_size", &EngineConfig::tensor_parallel),
+      field("enable_expert_parallel", &EngineConfig::expert_parallel),
       field("block_size", &EngineConfig::block_size),
       field("kv_cache_bytes", &EngineConfig::kv_cache_bytes),
       field("kv_cache_dtype", &EngineConfig::kv_cache_dtype),

@@ -17,6 +17,14 @@ class GenerateTest(ModelTestCase):
         self.assertEqual(out.text, expected["text"])
         self.assertEqual(out.finish_reason, expected["finish_reason"])
 
+    def test_tensor_parallel_size_gives_one_ranks_tokens(self):
+        # vLLM's keyword: the default model split over 2 ranks (threads on the cpu) continues as one rank does.
+        with drift.LLM(DEFAULT_MODEL, tensor_parallel_size=2) as split:
+            got = [o.token_ids for o in split.generate(PROMPTS, greedy(12))]
+        self.assertEqual(got, [o.token_ids for o in self.llm.generate(PROMPTS, greedy(12))])
+        with self.assertRaisesRegex(drift.DriftError, "expert_parallel"):
+            drift.LLM(DEFAULT_MODEL, tensor_parallel_size=2, enable_expert_parallel=True)
+
     def test_batch_comes_back_in_prompt_order(self):
         alone = [self.llm.generate(p, greedy(12))[0] for p in PROMPTS]
         batch = self.llm.generate(PROMPTS, greedy(12))
