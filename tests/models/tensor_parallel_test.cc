@@ -329,6 +329,36 @@ TEST(RemoteRanks, AnIdleLeadersPingsKeepTheGroupPastItsTimeout) {
   EXPECT_TRUE(ended.ok()) << ended.to_string();
 }
 
+// The leader's side of a node that dies: its steps end with the group's error naming the node, never a hang.
+TEST(RemoteRanks, ALeaderWhoseFollowerLeavesEndsItsStepsWithTheError) {
+  auto port = backend::pick_free_port();
+  ASSERT_TRUE(port.ok());
+  std::future<void> gone = std::async(std::launch::async, [&] {
+    auto comm = backend::connect_socket_group(node_options(1, *port));
+    EXPECT_TRUE(comm.ok()) << comm.status().to_string();
+  });  // node 1 joins and its process ends at once
+  std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
+  auto comm = backend::connect_socket_group(node_options(0, *port));
+  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+  ops->set_communicator(std::move(comm).value());
+  gone.get();
+  auto share = model::load_model(fixture_dir("llama"), *ops);
+  ASSERT_TRUE(share.ok()) << share.status().to_string();
+  auto leader = model::lead_followers(std::move(share).value(), *ops);
+  runner::RunnerConfig rc;
+  rc.num_blocks.assign(leader->kv_specs(DType::kF32).size(), 16);
+  rc.max_num_tokens = 64;
+  rc.max_num_seqs = 2;
+  rc.max_model_len = 256;
+  runner::ModelRunner runner(*leader, *ops, rc);
+  const std::vector<int32_t> ids = {1, 17, 250};
+  const auto blocks = blocks_for(runner);
+  runner::SeqStep step{ids, 0, 3, blocks, false, true};
+  auto logits = runner.step({&step, 1});
+  ASSERT_FALSE(logits.ok());
+  EXPECT_NE(logits.status().message().find("rank 1"), std::string::npos) << logits.status().message();
+}
+
 TEST(RemoteRanks, AFollowerWhoseLeaderLeavesEndsWithItsError) {
   auto port = backend::pick_free_port();
   ASSERT_TRUE(port.ok());
