@@ -71,8 +71,9 @@ struct EngineConfig {
   // by N; a model without experts is refused. With one rank it changes nothing.
   bool expert_parallel = false;
   // Several processes (hosts, or processes of one machine standing for hosts) split one model, one rank
-  // each: node 0 runs the engine (Engine::create) and the others Engine::follow(), all with the same
-  // nnodes, master_addr and master_port. The cpu backend, with tensor_parallel 1 on each node, so far.
+  // each (tensor_parallel 1 on each node, so far): node 0 runs the engine (Engine::create) and the others
+  // Engine::follow(), all with the same nnodes, master_addr and master_port (the group also takes the port
+  // after it). cuda nodes join through NCCL and run without CUDA graphs.
   int32_t nnodes = 1;
   int32_t node_rank = 0;
   std::string master_addr = "127.0.0.1";  // node 0's address, where it listens for the other nodes

@@ -78,4 +78,39 @@ Expected<RankGroup> make_rank_backends(const std::string& device, int32_t world)
   return invalid_argument(fmt::format("unknown device '{}'; use cpu or cuda", device));
 }
 
+namespace {
+
+Expected<Backend> cuda_node(const backend::SocketGroupOptions& data, backend::Communicator& control) {
+#if defined(DRIFT_HAVE_CUDA) && defined(DRIFT_HAVE_NCCL)
+  const int count = backend::cuda_device_count();
+  if (count < 1) return unsupported(fmt::format("node {}: no CUDA device found", data.rank));
+  auto cuda = std::make_unique<backend::CudaOps>(backend::CudaOptions{.device = data.rank % count});
+  backend::NcclCommunicator::GroupId id{};
+  if (data.rank == 0) {
+    DRIFT_ASSIGN_OR_RETURN(id, backend::NcclCommunicator::make_group_id());
+  }
+  control.broadcast(Tensor(id.data(), DType::kU8, {int64_t(id.size())}), 0);
+  DRIFT_RETURN_IF_ERROR(control.status());
+  DRIFT_ASSIGN_OR_RETURN(auto comm, backend::NcclCommunicator::for_rank(*cuda, data.world, data.rank, id));
+  cuda->set_communicator(std::move(comm));
+  backend::CudaOps* raw = cuda.get();
+  return Backend{std::move(cuda),
+                 [raw](int32_t max_rows, int64_t vocab) { return sample::make_cuda_sampler(*raw, max_rows, vocab); }};
+#else
+  (void)control;
+  return unsupported(fmt::format("--nnodes {} on cuda needs CUDA and NCCL, which this build of drift lacks", data.world));
+#endif
+}
+
+}  // namespace
+
+Expected<Backend> make_node_backend(const std::string& device, const backend::SocketGroupOptions& data,
+                                    backend::Communicator& control) {
+  if (device == "cuda") return cuda_node(data, control);
+  DRIFT_ASSIGN_OR_RETURN(Backend node, make_backend(device));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<backend::Communicator> comm, backend::connect_socket_group(data));
+  node.ops->set_communicator(std::move(comm));
+  return node;
+}
+
 }  // namespace drift::engine

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/comm/socket_group.h"
 #include "backend/ops.h"
 #include "drift/status.h"
 #include "sample/device_sampler.h"
@@ -32,5 +33,12 @@ struct RankGroup {
   std::vector<std::unique_ptr<backend::Ops>> others;
 };
 Expected<RankGroup> make_rank_backends(const std::string& device, int32_t world);
+
+// One node's backend of a multi-node group (one rank a node), its communicator joined to every node's for
+// the layers' collectives: over TCP (`data`: the group, rank and address) on the cpu, through NCCL on
+// cuda, whose group id node 0 sends over `control` (the group's host channel). A cuda node takes GPU
+// rank % the GPUs it sees, so that nodes sharing a machine take different ones.
+Expected<Backend> make_node_backend(const std::string& device, const backend::SocketGroupOptions& data,
+                                    backend::Communicator& control);
 
 }  // namespace drift::engine

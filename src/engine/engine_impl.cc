@@ -150,8 +150,15 @@ Expected<std::unique_ptr<Engine>> EngineImpl::create(const EngineConfig& config)
 }
 
 Status EngineImpl::load(const EngineConfig& config) {
-  DRIFT_ASSIGN_OR_RETURN(RankGroup ranks, config.nnodes > 1 ? join_nodes(config)
-                                                            : make_rank_backends(config.device, std::max(config.tensor_parallel, 1)));
+  std::shared_ptr<backend::Communicator> node_control;  // several nodes: the host channel of this node's calls
+  RankGroup ranks;
+  if (config.nnodes > 1) {
+    DRIFT_ASSIGN_OR_RETURN(NodeGroup nodes, join_nodes(config));
+    ranks.first = std::move(nodes.backend);
+    node_control = std::move(nodes.control);
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(ranks, make_rank_backends(config.device, std::max(config.tensor_parallel, 1)));
+  }
   ops_ = std::move(ranks.first.ops);
   make_sampler_ = std::move(ranks.first.make_sampler);
   DRIFT_ASSIGN_OR_RETURN(kv_dtype_, parse_kv_cache_dtype(config.kv_cache_dtype, ops_->compute_dtype()));
@@ -169,7 +176,7 @@ Status EngineImpl::load(const EngineConfig& config) {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_tensor_parallel(config.model_dir, {ops_.get(), std::move(ranks.others)}, load));
   }
   // The other nodes make every call this node's model makes (Engine::follow).
-  if (config.nnodes > 1) model_ = model::lead_followers(std::move(model_), *ops_);
+  if (config.nnodes > 1) model_ = model::lead_followers(std::move(model_), *ops_, std::move(node_control));
   model_name_ = std::filesystem::path(config.model_dir).lexically_normal().filename().string();
   if (model_name_.empty()) model_name_ = std::filesystem::path(config.model_dir).parent_path().filename().string();
 
@@ -270,7 +277,8 @@ Status EngineImpl::build_loop_parts() {
   rc.max_num_tokens = std::max(config.max_num_batched_tokens, config.max_num_seqs);
   rc.max_model_len = max_model_len_;
   rc.kv_dtype = kv_dtype_;
-  rc.cuda_graphs = !config.enforce_eager;
+  // A graph would replay the layers' collectives without the header that tells the other nodes' to run.
+  rc.cuda_graphs = !config.enforce_eager && config.nnodes == 1;
   // A verify step samples 1 + drafts rows per sequence: the sampler takes up to a step's tokens.
   runner_ = std::make_unique<runner::ModelRunner>(*model_, *ops_, rc, make_sampler_(rc.max_num_tokens, model_->vocab_size()));
 

@@ -17,10 +17,6 @@ Status check_multi_node(const EngineConfig& config) {
     return invalid_argument(fmt::format("node_rank {} is not a node of {} (0..{})", config.node_rank, config.nnodes,
                                         config.nnodes - 1));
   if (config.nnodes == 1) return Status::Ok();
-  if (config.device != "cpu")
-    return unsupported(fmt::format("nnodes {}: several nodes run the cpu backend so far; {} nodes need NCCL's "
-                                   "ncclCommInitRank bootstrap, which is not built yet",
-                                   config.nnodes, config.device));
   if (config.tensor_parallel != 1)
     return unsupported(fmt::format("nnodes {} with tensor_parallel {}: a multi-node group holds one rank a node so far "
                                    "(its size is nnodes); set tensor_parallel 1",
@@ -29,23 +25,24 @@ Status check_multi_node(const EngineConfig& config) {
     return unsupported(fmt::format("SpecPV scores one rank's queries; it does not run over {} nodes", config.nnodes));
   if (!config.retrofit_file.empty())
     return unsupported(fmt::format("retrofit {} does not run over {} nodes yet", config.retrofit_file, config.nnodes));
-  if (config.master_port < 1 || config.master_port > 65535)
+  if (config.master_port < 1 || config.master_port > 65534)  // the layers' channel takes the port after it
     return invalid_argument(fmt::format("master_port {} is not a TCP port", config.master_port));
   return Status::Ok();
 }
 
-Expected<RankGroup> join_nodes(const EngineConfig& config) {
+Expected<NodeGroup> join_nodes(const EngineConfig& config) {
   DRIFT_RETURN_IF_ERROR(check_multi_node(config));
-  DRIFT_ASSIGN_OR_RETURN(Backend backend, make_backend(config.device));
   backend::SocketGroupOptions o;
   o.world = config.nnodes;
   o.rank = config.node_rank;
   o.master_addr = config.master_addr;
   o.master_port = config.master_port;
   spdlog::info("drift: node {} of {} joining the group at {}:{}", o.rank, o.world, o.master_addr, o.master_port);
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<backend::Communicator> comm, backend::connect_socket_group(o));
-  backend.ops->set_communicator(std::move(comm));
-  return RankGroup{std::move(backend), {}};
+  NodeGroup g;
+  DRIFT_ASSIGN_OR_RETURN(g.control, backend::connect_socket_group(o));
+  o.master_port += 1;
+  DRIFT_ASSIGN_OR_RETURN(g.backend, make_node_backend(config.device, o, *g.control));
+  return g;
 }
 
 }  // namespace drift::engine
@@ -57,14 +54,15 @@ Status Engine::follow(const EngineConfig& config) {
     return invalid_argument(fmt::format("Engine::follow runs a node of rank 1 or more of a multi-node group; this is node "
                                         "{} of {}",
                                         config.node_rank, config.nnodes));
-  DRIFT_ASSIGN_OR_RETURN(engine::RankGroup group, engine::join_nodes(config));
+  DRIFT_ASSIGN_OR_RETURN(engine::NodeGroup group, engine::join_nodes(config));
+  backend::Ops& ops = *group.backend.ops;
   model::LoadOptions load;
-  DRIFT_ASSIGN_OR_RETURN(load.kv_dtype, engine::parse_kv_cache_dtype(config.kv_cache_dtype, group.first.ops->compute_dtype()));
+  DRIFT_ASSIGN_OR_RETURN(load.kv_dtype, engine::parse_kv_cache_dtype(config.kv_cache_dtype, ops.compute_dtype()));
   load.random_weights = config.random_weights;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   load.expert_parallel = config.expert_parallel;
-  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::load_model(config.model_dir, *group.first.ops, load));
-  return model::follow_leader(*model, *group.first.ops);
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::load_model(config.model_dir, ops, load));
+  return model::follow_leader(*model, ops, *group.control);
 }
 
 }  // namespace drift

@@ -24,6 +24,11 @@ using HeaderWords = std::array<int32_t, kHeaderWords>;
 
 Tensor header_tensor(HeaderWords& h) { return Tensor(h.data(), DType::kI32, {kHeaderWords}); }
 
+Status group_status(const backend::Communicator& control, const backend::Ops& ops) {
+  DRIFT_RETURN_IF_ERROR(control.status());
+  return ops.communicator() != nullptr ? ops.communicator()->status() : Status::Ok();
+}
+
 class HeaderWriter {
  public:
   explicit HeaderWriter(Call call) { put(int32_t(call)); }
@@ -75,8 +80,9 @@ void share_tensors(backend::Ops& ops, const std::vector<Tensor*>& tensors) {
 
 class LeaderModel final : public Model {
  public:
-  LeaderModel(std::unique_ptr<Model> local, backend::Ops& ops, std::chrono::milliseconds heartbeat)
-      : Model(local->config()), local_(std::move(local)), ops_(ops), heartbeat_period_(heartbeat) {
+  LeaderModel(std::unique_ptr<Model> local, backend::Ops& ops, std::shared_ptr<backend::Communicator> control,
+              std::chrono::milliseconds heartbeat)
+      : Model(local->config()), local_(std::move(local)), ops_(ops), control_(std::move(control)), heartbeat_period_(heartbeat) {
     description_ = local_->description();
     num_parameters_ = local_->num_parameters();
     heartbeat_ = std::thread([this] { beat(); });
@@ -142,7 +148,7 @@ class LeaderModel final : public Model {
 
   Status status() const override {
     DRIFT_RETURN_IF_ERROR(local_->status());
-    return ops_.communicator() != nullptr ? ops_.communicator()->status() : Status::Ok();
+    return group_status(*control_, ops_);
   }
 
   Status set_hidden_taps(std::span<const int32_t>) override {
@@ -151,7 +157,7 @@ class LeaderModel final : public Model {
   }
 
  private:
-  void send(HeaderWriter h) { ops_.broadcast(header_tensor(h.words()), 0); }
+  void send(HeaderWriter h) { control_->broadcast(header_tensor(h.words()), 0); }
 
   // One call at a time reaches the followers, a step's or the heartbeat's.
   std::unique_lock<std::mutex> begin_call() {
@@ -171,6 +177,7 @@ class LeaderModel final : public Model {
 
   std::unique_ptr<Model> local_;
   backend::Ops& ops_;
+  std::shared_ptr<backend::Communicator> control_;
   std::chrono::milliseconds heartbeat_period_;
   std::mutex call_mutex_;
   std::condition_variable stop_;
@@ -179,29 +186,32 @@ class LeaderModel final : public Model {
   std::thread heartbeat_;  // last: it reads the members above
 };
 
-// A follower's buffers: the step's inputs as the leader described them, and its logits.
+// A follower's buffers, in its backend's memory: the step's inputs as the leader described them, and its
+// logits.
 class FollowerBuffers {
  public:
-  // Places every defined tensor of `tensors` (shapes set) in one host arena.
+  explicit FollowerBuffers(backend::Ops& ops) : ops_(ops) {}
+  // Places every defined tensor of `tensors` (shapes set) in one arena, grown to the largest step seen.
   void place(const std::vector<Tensor*>& tensors) {
-    size_t bytes = 0;
+    int64_t bytes = 0;
     for (const Tensor* t : tensors)
-      if (t->defined()) bytes += (t->nbytes() + 63) / 64 * 64;
-    if (arena_.size() < bytes) arena_.resize(bytes);
-    char* next = arena_.data();
+      if (t->defined()) bytes += int64_t((t->nbytes() + 255) / 256 * 256);
+    if (!arena_.view.defined() || int64_t(arena_.view.nbytes()) < bytes)
+      arena_ = ops_.alloc(DType::kU8, {std::max<int64_t>(bytes * 2, 4096)});
+    char* next = static_cast<char*>(arena_.view.data);
     for (Tensor* t : tensors) {
       if (!t->defined()) continue;
       t->data = next;
-      t->device = Device::kCpu;
-      next += (t->nbytes() + 63) / 64 * 64;
+      t->device = arena_.view.device;
+      next += (t->nbytes() + 255) / 256 * 256;
     }
   }
-  void size_logits(int32_t max_logits, int64_t vocab) { logits_.assign(size_t(std::max(max_logits, 1) * vocab), 0.0f); }
-  Tensor logits(int32_t rows, int64_t vocab) { return Tensor(logits_.data(), DType::kF32, {rows, vocab}); }
+  void size_logits(int32_t max_logits, int64_t vocab) { logits_ = ops_.alloc(DType::kF32, {std::max(max_logits, 1), vocab}); }
+  Tensor logits(int32_t rows) const { return logits_.view.slice(0, rows); }
 
  private:
-  std::vector<char> arena_;
-  std::vector<float> logits_;
+  backend::Ops& ops_;
+  backend::Buffer arena_, logits_;
 };
 
 void follow_forward(HeaderReader& in, Model& model, backend::Ops& ops, FollowerBuffers& buffers) {
@@ -214,7 +224,7 @@ void follow_forward(HeaderReader& in, Model& model, backend::Ops& ops, FollowerB
   for (Tensor* t : tensors) *t = in.get_tensor();
   buffers.place(tensors);
   share_tensors(ops, tensors);
-  model.forward(ctx, buffers.logits(ctx.num_logits, model.vocab_size()));
+  model.forward(ctx, buffers.logits(ctx.num_logits));
 }
 
 void follow_move_kv(HeaderReader& in, Model& model, backend::Ops& ops, FollowerBuffers& buffers) {
@@ -230,18 +240,18 @@ void follow_move_kv(HeaderReader& in, Model& model, backend::Ops& ops, FollowerB
 }  // namespace
 
 std::unique_ptr<Model> lead_followers(std::unique_ptr<Model> local, backend::Ops& ops,
-                                      std::chrono::milliseconds heartbeat) {
-  return std::make_unique<LeaderModel>(std::move(local), ops, heartbeat);
+                                      std::shared_ptr<backend::Communicator> control, std::chrono::milliseconds heartbeat) {
+  return std::make_unique<LeaderModel>(std::move(local), ops, std::move(control), heartbeat);
 }
 
-Status follow_leader(Model& model, backend::Ops& ops) {
-  backend::Communicator* comm = ops.communicator();
-  if (comm == nullptr) return invalid_argument("follow_leader: this rank's backend has no communicator to its leader");
-  FollowerBuffers buffers;
+Status follow_leader(Model& model, backend::Ops& ops, backend::Communicator& control) {
+  if (ops.communicator() == nullptr)
+    return invalid_argument("follow_leader: this rank's backend has no communicator to its leader");
+  FollowerBuffers buffers(ops);
   for (;;) {
     HeaderWords words{};
-    ops.broadcast(header_tensor(words), 0);
-    DRIFT_RETURN_IF_ERROR(comm->status());
+    control.broadcast(header_tensor(words), 0);
+    DRIFT_RETURN_IF_ERROR(control.status());
     HeaderReader in(words);
     switch (Call(in.get())) {
       case Call::kStop:
@@ -271,7 +281,7 @@ Status follow_leader(Model& model, backend::Ops& ops) {
       default:
         return internal_error(fmt::format("rank {}: the leader sent an unknown call {}", ops.rank(), words[0]));
     }
-    DRIFT_RETURN_IF_ERROR(comm->status());
+    DRIFT_RETURN_IF_ERROR(group_status(control, ops));
     DRIFT_RETURN_IF_ERROR(model.status());
   }
 }

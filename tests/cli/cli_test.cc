@@ -92,7 +92,7 @@ std::string generated_ids(const std::string& out) {
 }
 
 TEST(Cli, TwoNodeProcessesGiveTheTensorParallelTokens) {
-  auto port = backend::pick_free_port();
+  auto port = backend::pick_free_port(2);  // the control channel and the layers' one after it
   ASSERT_TRUE(port.ok()) << port.status().to_string();
   const std::string args = "generate -m " + fixture("llama") + " -p \"Once upon a time\" -n 12 --ignore-eos --output json";
   const std::string nodes = " --nnodes 2 --master-port " + std::to_string(*port);

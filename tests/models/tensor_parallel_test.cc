@@ -240,7 +240,7 @@ TEST(ExpertParallelSplit, RefusesExpertsThatCannotBePlaced) {
   EXPECT_NE(shared.message().find("shared experts' width 30"), std::string::npos) << shared.message();
 }
 
-backend::SocketGroupOptions node_options(int32_t rank, int32_t port, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+backend::SocketGroupOptions node_options(int32_t rank, int32_t port, std::chrono::seconds timeout) {
   backend::SocketGroupOptions o;
   o.world = 2;
   o.rank = rank;
@@ -249,46 +249,70 @@ backend::SocketGroupOptions node_options(int32_t rank, int32_t port, std::chrono
   return o;
 }
 
-// Node 1 of a 2-node group: joins, loads its share of the fixture, follows the leader's calls.
+// One node of a 2-node group of this machine, as an engine joins it: the control channel at `port`, the
+// layers' collectives at port + 1.
+struct Node {
+  std::unique_ptr<backend::Ops> ops;
+  std::shared_ptr<backend::Communicator> control;
+};
+
+Expected<Node> join_node(int32_t rank, int32_t port, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  Node n{backend::make_cpu_ops(), nullptr};
+  DRIFT_ASSIGN_OR_RETURN(n.control, backend::connect_socket_group(node_options(rank, port, timeout)));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<backend::Communicator> layers,
+                         backend::connect_socket_group(node_options(rank, port + 1, timeout)));
+  n.ops->set_communicator(std::move(layers));
+  return n;
+}
+
+// Node 1: joins, loads its share of the fixture, follows the leader's calls.
 std::future<Status> start_follower(const std::string& fixture, int32_t port,
                                    std::chrono::seconds timeout = std::chrono::seconds(30)) {
   return std::async(std::launch::async, [=]() -> Status {
-    std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
-    DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<backend::Communicator> comm,
-                           backend::connect_socket_group(node_options(1, port, timeout)));
-    ops->set_communicator(std::move(comm));
-    DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> share, model::load_model(fixture_dir(fixture), *ops));
-    return model::follow_leader(*share, *ops);
+    DRIFT_ASSIGN_OR_RETURN(Node node, join_node(1, port, timeout));
+    DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> share, model::load_model(fixture_dir(fixture), *node.ops));
+    return model::follow_leader(*share, *node.ops, *node.control);
   });
+}
+
+// Node 0: rank 0's share of the fixture as the leader's model, and a runner over it.
+struct Leader {
+  Node node;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<runner::ModelRunner> runner;
+};
+
+Expected<Leader> start_leader(const std::string& fixture, int32_t port, std::chrono::seconds timeout = std::chrono::seconds(30),
+                              std::chrono::milliseconds heartbeat = std::chrono::seconds(30)) {
+  Leader l;
+  DRIFT_ASSIGN_OR_RETURN(l.node, join_node(0, port, timeout));
+  DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> share, model::load_model(fixture_dir(fixture), *l.node.ops));
+  l.model = model::lead_followers(std::move(share), *l.node.ops, l.node.control, heartbeat);
+  runner::RunnerConfig rc;
+  rc.num_blocks.assign(l.model->kv_specs(DType::kF32).size(), 64);
+  rc.max_num_tokens = 512;
+  rc.max_num_seqs = 8;
+  rc.max_model_len = int32_t(l.model->config().max_position_embeddings);
+  l.runner = std::make_unique<runner::ModelRunner>(*l.model, *l.node.ops, rc);
+  return l;
 }
 
 class RemoteRanksTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RemoteRanksTest, LeaderAndFollowerGiveTheThreadRanksBits) {
   const std::string fixture = GetParam();
-  auto port = backend::pick_free_port();
+  auto port = backend::pick_free_port(2);
   ASSERT_TRUE(port.ok()) << port.status().to_string();
   std::future<Status> follower = start_follower(fixture, *port);
   {
-    std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
-    auto comm = backend::connect_socket_group(node_options(0, *port));
-    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-    ops->set_communicator(std::move(comm).value());
-    auto share = model::load_model(fixture_dir(fixture), *ops);
-    ASSERT_TRUE(share.ok()) << share.status().to_string();
-    std::unique_ptr<model::Model> leader = model::lead_followers(std::move(share).value(), *ops);
-    runner::RunnerConfig rc;
-    rc.num_blocks.assign(leader->kv_specs(DType::kF32).size(), 64);
-    rc.max_num_tokens = 512;
-    rc.max_num_seqs = 8;
-    rc.max_model_len = int32_t(leader->config().max_position_embeddings);
-    runner::ModelRunner runner(*leader, *ops, rc);
+    auto leader = start_leader(fixture, *port);
+    ASSERT_TRUE(leader.ok()) << leader.status().to_string();
     auto threads = load_split(fixture, 2);
     ASSERT_TRUE(threads.ok()) << threads.status().to_string();
     const FixtureModel one = load_fixture(fixture);
     for (const GoldenPrompt& p : one.prompts) {
-      EXPECT_EQ(prompt_logits(runner, p.ids, 5), prompt_logits(*threads->runner, p.ids, 5)) << fixture;
-      EXPECT_EQ(greedy(runner, p.ids, p.greedy.size()), p.greedy) << fixture;
+      EXPECT_EQ(prompt_logits(*leader->runner, p.ids, 5), prompt_logits(*threads->runner, p.ids, 5)) << fixture;
+      EXPECT_EQ(greedy(*leader->runner, p.ids, p.greedy.size()), p.greedy) << fixture;
     }
   }  // the leader's model ends the group
   const Status ended = follower.get();
@@ -300,30 +324,19 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, RemoteRanksTest, ::testing::Values("llama", "
 // A group whose connections time out after 1 s stays joined through 2.5 s without a step: the idle leader's
 // pings (every 200 ms here) keep the follower waiting, and the next step still gives the thread ranks' logits.
 TEST(RemoteRanks, AnIdleLeadersPingsKeepTheGroupPastItsTimeout) {
-  auto port = backend::pick_free_port();
+  auto port = backend::pick_free_port(2);
   ASSERT_TRUE(port.ok());
   const auto timeout = std::chrono::seconds(1);
   std::future<Status> follower = start_follower("llama", *port, timeout);
   {
-    std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
-    auto comm = backend::connect_socket_group(node_options(0, *port, timeout));
-    ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-    ops->set_communicator(std::move(comm).value());
-    auto share = model::load_model(fixture_dir("llama"), *ops);
-    ASSERT_TRUE(share.ok()) << share.status().to_string();
-    auto leader = model::lead_followers(std::move(share).value(), *ops, std::chrono::milliseconds(200));
-    runner::RunnerConfig rc;
-    rc.num_blocks.assign(leader->kv_specs(DType::kF32).size(), 64);
-    rc.max_num_tokens = 64;
-    rc.max_num_seqs = 2;
-    rc.max_model_len = 256;
-    runner::ModelRunner runner(*leader, *ops, rc);
+    auto leader = start_leader("llama", *port, timeout, std::chrono::milliseconds(200));
+    ASSERT_TRUE(leader.ok()) << leader.status().to_string();
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     auto threads = load_split("llama", 2);
     ASSERT_TRUE(threads.ok());
     const std::vector<int32_t> ids = {1, 17, 250, 3, 99};
-    EXPECT_EQ(prompt_logits(runner, ids, 5), prompt_logits(*threads->runner, ids, 5));
-    EXPECT_TRUE(leader->status().ok()) << leader->status().to_string();
+    EXPECT_EQ(prompt_logits(*leader->runner, ids, 5), prompt_logits(*threads->runner, ids, 5));
+    EXPECT_TRUE(leader->model->status().ok()) << leader->model->status().to_string();
   }
   const Status ended = follower.get();
   EXPECT_TRUE(ended.ok()) << ended.to_string();
@@ -331,40 +344,29 @@ TEST(RemoteRanks, AnIdleLeadersPingsKeepTheGroupPastItsTimeout) {
 
 // The leader's side of a node that dies: its steps end with the group's error naming the node, never a hang.
 TEST(RemoteRanks, ALeaderWhoseFollowerLeavesEndsItsStepsWithTheError) {
-  auto port = backend::pick_free_port();
+  auto port = backend::pick_free_port(2);
   ASSERT_TRUE(port.ok());
   std::future<void> gone = std::async(std::launch::async, [&] {
-    auto comm = backend::connect_socket_group(node_options(1, *port));
-    EXPECT_TRUE(comm.ok()) << comm.status().to_string();
+    auto node = join_node(1, *port);
+    EXPECT_TRUE(node.ok()) << node.status().to_string();
   });  // node 1 joins and its process ends at once
-  std::unique_ptr<backend::Ops> ops = backend::make_cpu_ops();
-  auto comm = backend::connect_socket_group(node_options(0, *port));
-  ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-  ops->set_communicator(std::move(comm).value());
+  auto leader = start_leader("llama", *port);
+  ASSERT_TRUE(leader.ok()) << leader.status().to_string();
   gone.get();
-  auto share = model::load_model(fixture_dir("llama"), *ops);
-  ASSERT_TRUE(share.ok()) << share.status().to_string();
-  auto leader = model::lead_followers(std::move(share).value(), *ops);
-  runner::RunnerConfig rc;
-  rc.num_blocks.assign(leader->kv_specs(DType::kF32).size(), 16);
-  rc.max_num_tokens = 64;
-  rc.max_num_seqs = 2;
-  rc.max_model_len = 256;
-  runner::ModelRunner runner(*leader, *ops, rc);
   const std::vector<int32_t> ids = {1, 17, 250};
-  const auto blocks = blocks_for(runner);
+  const auto blocks = blocks_for(*leader->runner);
   runner::SeqStep step{ids, 0, 3, blocks, false, true};
-  auto logits = runner.step({&step, 1});
+  auto logits = leader->runner->step({&step, 1});
   ASSERT_FALSE(logits.ok());
   EXPECT_NE(logits.status().message().find("rank 1"), std::string::npos) << logits.status().message();
 }
 
 TEST(RemoteRanks, AFollowerWhoseLeaderLeavesEndsWithItsError) {
-  auto port = backend::pick_free_port();
+  auto port = backend::pick_free_port(2);
   ASSERT_TRUE(port.ok());
   std::future<Status> follower = start_follower("llama", *port);
   {
-    auto leader = backend::connect_socket_group(node_options(0, *port));
+    auto leader = join_node(0, *port);
     ASSERT_TRUE(leader.ok()) << leader.status().to_string();
   }  // rank 0's process is gone before its first call
   const Status s = follower.get();

@@ -71,6 +71,24 @@ if [ -x "$DRIFT" ]; then
       --ignore-eos --output json >"/tmp/generate_tp$tp.json" 2>"/tmp/generate_tp$tp.err"
     { echo "== tp $tp (rc=$?)"; cat "/tmp/generate_tp$tp.json" "/tmp/generate_tp$tp.err"; } >>"$OUT/tp_generate.txt"
   done
+  # Two processes as two nodes (--nnodes 2: node r on GPU r, NCCL joined through node 0's id), node 1 first.
+  NODES=(--nnodes 2 --master-port 29611)
+  timeout "$(cap 90)" "$DRIFT" generate -m "$MODEL" --device cuda "${NODES[@]}" --node-rank 1 -p "Once upon a time" \
+    --max-tokens 32 --ignore-eos --output json >/tmp/generate_node1.txt 2>&1 &
+  timeout "$(cap 90)" "$DRIFT" generate -m "$MODEL" --device cuda "${NODES[@]}" -p "Once upon a time" --max-tokens 32 \
+    --ignore-eos --output json >/tmp/generate_nodes.json 2>/tmp/generate_nodes.err
+  nodes_rc=$?
+  wait
+  { echo "== 2 nodes (node 0 rc=$nodes_rc)"; cat /tmp/generate_nodes.json /tmp/generate_nodes.err; echo "== node 1";
+    cat /tmp/generate_node1.txt; } >>"$OUT/tp_generate.txt"
+  nodes=$(python3 - /tmp/generate_tp2.json /tmp/generate_nodes.json <<'PY' 2>&1
+import json, sys
+def ids(path):
+    line = next(l for l in open(path) if l.startswith("{"))
+    return json.loads(line)["generated_token_ids"]
+print("identical" if ids(sys.argv[1]) == ids(sys.argv[2]) else "different")
+PY
+)
   generate=$(python3 - /tmp/generate_tp1.json /tmp/generate_tp2.json <<'PY' 2>&1
 import json, sys
 def ids(path):
@@ -136,6 +154,7 @@ echo "build: rc=$build_rc; GPUs: $gpus"
 echo "cuda_tp_test (rc=$tp_rc): $(summary "$OUT/cuda_tp_test.log")"
 echo "cuda_engine_test TP (rc=$engine_rc): $(summary "$OUT/cuda_engine_tp_test.log")"
 echo "drift generate tp2 vs tp1 ($MODEL): $generate"
+echo "drift generate --nnodes 2 (two processes) vs --tensor-parallel 2: ${nodes:-not run}; node 1: $(tail -1 /tmp/generate_node1.txt 2>/dev/null)"
 echo "bench rc: tp1=$bench_rc1 tp2=$bench_rc2 (Llama-3.1-8B shape, random weights)"
 echo "| workload | TP=1 tok/s | TP=2 tok/s | TP=2 / TP=1 | TP=1 eager | TP=2 eager | eager TP=2 / TP=1 |"
 echo "|---|---:|---:|---:|---:|---:|---:|"

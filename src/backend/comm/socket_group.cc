@@ -270,16 +270,34 @@ class SocketCommunicator final : public Communicator {
 
 }  // namespace
 
-Expected<int32_t> pick_free_port() {
-  Socket s(::socket(AF_INET, SOCK_STREAM, 0));
+namespace {
+
+// Binds a socket to 127.0.0.1:port (0: the kernel picks); the port bound, or -1.
+int32_t bind_loopback(Socket& s, int32_t port) {
+  s = Socket(::socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(uint16_t(port));
   socklen_t len = sizeof(addr);
   if (!s.valid() || ::bind(s.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    return unavailable(fmt::format("no free TCP port: {}", std::strerror(errno)));
+    return -1;
   return int32_t(ntohs(addr.sin_port));
+}
+
+}  // namespace
+
+Expected<int32_t> pick_free_port(int32_t count) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    std::vector<Socket> held(size_t(std::max(count, 1)));
+    const int32_t base = bind_loopback(held[0], 0);
+    if (base < 0) return unavailable(fmt::format("no free TCP port: {}", std::strerror(errno)));
+    bool all = base + count - 1 <= 65535;
+    for (int32_t i = 1; all && i < count; ++i) all = bind_loopback(held[size_t(i)], base + i) == base + i;
+    if (all) return base;
+  }
+  return unavailable(fmt::format("no {} free TCP ports in a row", count));
 }
 
 Expected<std::unique_ptr<Communicator>> connect_socket_group(const SocketGroupOptions& o) {

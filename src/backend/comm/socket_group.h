@@ -29,9 +29,9 @@ struct SocketGroupOptions {
   std::chrono::seconds timeout{600};
 };
 
-// A TCP port of this machine that nothing listens on now (the kernel's pick), for groups whose nodes are
-// processes of one machine, as the tests run them.
-Expected<int32_t> pick_free_port();
+// A TCP port of this machine, with the `count` - 1 after it, that nothing listens on now, for groups whose
+// nodes are processes of one machine, as the tests run them (a multi-node engine uses two: control, data).
+Expected<int32_t> pick_free_port(int32_t count = 1);
 
 // Joins the group (rank 0: accepts world - 1 connections; others: connect, retrying until the timeout).
 Expected<std::unique_ptr<Communicator>> connect_socket_group(const SocketGroupOptions& options);

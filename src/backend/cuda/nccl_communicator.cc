@@ -48,6 +48,29 @@ Expected<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::for_l
   return out;
 }
 
+static_assert(sizeof(ncclUniqueId) == sizeof(NcclCommunicator::GroupId), "ncclUniqueId is 128 bytes");
+
+Expected<NcclCommunicator::GroupId> NcclCommunicator::make_group_id() {
+  ncclUniqueId id{};
+  if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+    return Status(StatusCode::kInternal, fmt::format("NCCL could not make a group id: {}", ncclGetErrorString(r)));
+  GroupId bytes{};
+  std::memcpy(bytes.data(), &id, sizeof(id));
+  return bytes;
+}
+
+Expected<std::unique_ptr<NcclCommunicator>> NcclCommunicator::for_rank(CudaOps& ops, int32_t world, int32_t rank,
+                                                                      const GroupId& id) {
+  ncclUniqueId nccl_id{};
+  std::memcpy(&nccl_id, id.data(), sizeof(nccl_id));
+  ops.bind_thread();
+  ncclComm_t comm = nullptr;
+  if (const ncclResult_t r = ncclCommInitRank(&comm, world, nccl_id, rank); r != ncclSuccess)
+    return Status(StatusCode::kUnavailable, fmt::format("NCCL rank {} of {} could not join its group: {}", rank, world,
+                                                         ncclGetErrorString(r)));
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(comm, ops, rank, world, nullptr));
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (gathered_ != nullptr) cudaFree(gathered_);
   for (void* p : outgrown_) cudaFree(p);

@@ -6,6 +6,7 @@
 // when NCCL was found (DRIFT_HAVE_NCCL).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <span>
@@ -24,6 +25,12 @@ class NcclCommunicator final : public Communicator {
   // One communicator per backend of this process: rank r on ops[r]'s device (ncclCommInitAll, the
   // single-host group; a multi-host group would join through ncclCommInitRank with an id from rank 0).
   static Expected<std::vector<std::unique_ptr<NcclCommunicator>>> for_local_devices(std::span<CudaOps* const> ops);
+  // A multi-process group (--nnodes): node 0 makes the group's id and sends it to the others over the host
+  // channel; each process then joins as `rank` of `world` on ops' GPU (ncclCommInitRank). NCCL's own
+  // collectives only: the peer all-reduce needs every GPU in one process.
+  using GroupId = std::array<char, 128>;  // ncclUniqueId's bytes
+  static Expected<GroupId> make_group_id();
+  static Expected<std::unique_ptr<NcclCommunicator>> for_rank(CudaOps& ops, int32_t world, int32_t rank, const GroupId& id);
   ~NcclCommunicator() override;
 
   int32_t rank() const override { return rank_; }
