@@ -2,12 +2,14 @@
 # Tensor parallelism on a 2-GPU machine (issue 18): build the CUDA targets (sysroot from the carried
 # .debs, sm_90a, NCCL from the CUDA toolkit), run the 2-GPU tests (NCCL collectives, fixture logits over
 # 2 GPUs against 1, the engine over 2 GPUs against 1), compare `drift generate --tensor-parallel 2` with one
-# GPU, and benchmark the Llama-3.1-8B shape at TP=1 and TP=2 (decode batch 1 and 64, graphs and eager) with the
+# GPU and two `drift generate --nnodes 2` processes (one GPU each, NCCL across processes) with it, and
+# benchmark the Llama-3.1-8B shape at TP=1 and TP=2 (decode batch 1 and 64, graphs and eager) with the
 # all-reduce time per decode step. Prints a short table last; logs go to $OUT. Total under 8 minutes:
 # every step has a timeout, and the benchmark gets what is left before TP_DEADLINE.
 #
 # Here, once:   mkdir -p .debs && (cd .debs && apt-get download $(grep -v "^#" ../tools/gpu/debs.txt))
-# There:        tools/gpu/tp_checks.sh   (the run tool: kind nvidia-h100-x2, carry [".debs"])
+# There:        tools/gpu/tp_checks.sh   (the run tool: kind nvidia-h100-x2, carry [".gpu-sysroot.tar.xz"]; delete
+#               models/drift-mla-14m here first for the 64 MiB tree limit, and restore it after)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
