@@ -37,16 +37,11 @@ Expected<model::RankBackends> make_cuda_ranks(backend::CudaOps& first, int32_t w
 
 namespace {
 
-// Sets whether decode-sized all-reduces take the peer kernel on every rank; false where a rank has none.
-bool use_peer_all_reduce(const std::vector<backend::Ops*>& ops, bool on) {
+// Sets whether decode-sized all-reduces take the peer kernel on every rank; false when asked for it where a
+// rank has none.
+bool select_all_reduce(const std::vector<backend::Ops*>& ops, bool on) {
 #ifdef DRIFT_HAVE_NCCL
-  bool available = true;
-  for (backend::Ops* o : ops) {
-    auto* nccl = dynamic_cast<backend::NcclCommunicator*>(o->communicator());
-    available = available && nccl != nullptr && nccl->has_peer_all_reduce();
-    if (nccl != nullptr) nccl->set_peer_all_reduce(on);
-  }
-  return available || !on;
+  return backend::use_peer_all_reduce(ops, on) || !on;
 #else
   (void)ops;
   return !on;
@@ -58,7 +53,7 @@ bool use_peer_all_reduce(const std::vector<backend::Ops*>& ops, bool on) {
 double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hidden, AllReduceMode mode) {
   std::vector<backend::Ops*> ops = {ranks.first};
   for (const auto& o : ranks.others) ops.push_back(o.get());
-  if (!use_peer_all_reduce(ops, mode.peer)) return std::nan("");
+  if (!select_all_reduce(ops, mode.peer)) return std::nan("");
   backend::RankThreads threads(int32_t(ops.size()), nullptr);
   constexpr int kWarmup = 5, kCalls = 64, kReps = 9;
   std::vector<double> times;
@@ -83,7 +78,7 @@ double all_reduce_us(const model::RankBackends& ranks, int64_t rows, int64_t hid
     }
     return o.communicator()->status();
   });
-  use_peer_all_reduce(ops, true);
+  select_all_reduce(ops, true);
   DRIFT_CHECK(s.ok(), "{}", s.to_string());
   std::sort(times.begin(), times.end());
   return times[times.size() / 2] * 1e6;

@@ -78,6 +78,13 @@ void share_tensors(backend::Ops& ops, const std::vector<Tensor*>& tensors) {
     if (t->defined()) ops.broadcast(*t, 0);
 }
 
+// The tensors of a move_kv call, in the order both sides share.
+std::vector<Tensor*> move_tensors(std::vector<KvRowMoves>& groups) {
+  std::vector<Tensor*> tensors;
+  for (KvRowMoves& m : groups) tensors.insert(tensors.end(), {&m.from, &m.to});
+  return tensors;
+}
+
 class LeaderModel final : public Model {
  public:
   LeaderModel(std::unique_ptr<Model> local, backend::Ops& ops, std::shared_ptr<backend::Communicator> control,
@@ -123,13 +130,10 @@ class LeaderModel final : public Model {
   void forward(const ForwardContext& ctx, const Tensor& logits) override {
     const std::unique_lock lock = begin_call();
     ForwardContext sent = ctx;
-    const std::vector<Tensor*> tensors = input_tensors(sent);
     HeaderWriter h(Call::kForward);
     for (int64_t v : {int64_t(ctx.num_tokens), int64_t(ctx.num_seqs), int64_t(ctx.num_logits), int64_t(ctx.kv_groups.size())})
       h.put(v);
-    for (const Tensor* t : tensors) h.put(*t);
-    send(h);
-    share_tensors(ops_, tensors);
+    send_with(h, input_tensors(sent));
     local_->forward(ctx, logits);
   }
 
@@ -138,11 +142,7 @@ class LeaderModel final : public Model {
     std::vector<KvRowMoves> sent(groups.begin(), groups.end());
     HeaderWriter h(Call::kMoveKv);
     h.put(int64_t(sent.size()));
-    std::vector<Tensor*> tensors;
-    for (KvRowMoves& m : sent) tensors.insert(tensors.end(), {&m.from, &m.to});
-    for (const Tensor* t : tensors) h.put(*t);
-    send(h);
-    share_tensors(ops_, tensors);
+    send_with(h, move_tensors(sent));
     local_->move_kv(groups);
   }
 
@@ -157,7 +157,14 @@ class LeaderModel final : public Model {
   }
 
  private:
-  void send(HeaderWriter h) { control_->broadcast(header_tensor(h.words()), 0); }
+  void send(HeaderWriter&& h) { send(h); }
+  void send(HeaderWriter& h) { control_->broadcast(header_tensor(h.words()), 0); }
+  // The header with the inputs' shapes, then the inputs through the layers' communicator.
+  void send_with(HeaderWriter& h, const std::vector<Tensor*>& inputs) {
+    for (const Tensor* t : inputs) h.put(*t);
+    send(h);
+    share_tensors(ops_, inputs);
+  }
 
   // One call at a time reaches the followers, a step's or the heartbeat's.
   std::unique_lock<std::mutex> begin_call() {
@@ -214,26 +221,26 @@ class FollowerBuffers {
   backend::Buffer arena_, logits_;
 };
 
+// The inputs the header describes, received into the follower's buffers.
+void receive_inputs(HeaderReader& in, backend::Ops& ops, FollowerBuffers& buffers, const std::vector<Tensor*>& inputs) {
+  for (Tensor* t : inputs) *t = in.get_tensor();
+  buffers.place(inputs);
+  share_tensors(ops, inputs);
+}
+
 void follow_forward(HeaderReader& in, Model& model, backend::Ops& ops, FollowerBuffers& buffers) {
   ForwardContext ctx;
   ctx.num_tokens = in.get();
   ctx.num_seqs = in.get();
   ctx.num_logits = in.get();
   ctx.kv_groups.resize(size_t(in.get()));
-  const std::vector<Tensor*> tensors = input_tensors(ctx);
-  for (Tensor* t : tensors) *t = in.get_tensor();
-  buffers.place(tensors);
-  share_tensors(ops, tensors);
+  receive_inputs(in, ops, buffers, input_tensors(ctx));
   model.forward(ctx, buffers.logits(ctx.num_logits));
 }
 
 void follow_move_kv(HeaderReader& in, Model& model, backend::Ops& ops, FollowerBuffers& buffers) {
   std::vector<KvRowMoves> groups(size_t(in.get()));
-  std::vector<Tensor*> tensors;
-  for (KvRowMoves& m : groups) tensors.insert(tensors.end(), {&m.from, &m.to});
-  for (Tensor* t : tensors) *t = in.get_tensor();
-  buffers.place(tensors);
-  share_tensors(ops, tensors);
+  receive_inputs(in, ops, buffers, move_tensors(groups));
   model.move_kv(groups);
 }
 

@@ -89,17 +89,6 @@ std::vector<float> host_floats(backend::Ops& o, const Tensor& t) {
   return v;
 }
 
-// Sets the peer path on every rank; false where some rank has none (GPUs that cannot reach each other).
-bool set_peer_path(const std::vector<backend::Ops*>& ops, bool on) {
-  bool available = true;
-  for (backend::Ops* o : ops) {
-    auto* nccl = dynamic_cast<backend::NcclCommunicator*>(o->communicator());
-    available = available && nccl != nullptr && nccl->has_peer_all_reduce();
-    if (nccl != nullptr) nccl->set_peer_all_reduce(on);
-  }
-  return available;
-}
-
 // bf16 [rows, cols] on both ranks from (i % 7 + 1) / 2^20 (exact in bf16), all-reduced `calls` times back to
 // back: every call doubles it exactly, so the result is known to the bit. Rank r's values.
 std::vector<std::vector<float>> repeated_all_reduce(const std::vector<backend::Ops*>& ops, int64_t rows, int64_t cols,
@@ -132,11 +121,11 @@ TEST(CudaTensorParallel, PeerAllReduceOnTwoGpus) {
   constexpr int kCalls = 40;
   for (const auto& [rows, cols] : {std::pair{1, 4096}, std::pair{64, 4096}, std::pair{3, 2880}, std::pair{1, 8192}}) {
     SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
-    if (!set_peer_path(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
+    if (!backend::use_peer_all_reduce(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
     const auto peer = repeated_all_reduce(ops, rows, cols, kCalls);
-    set_peer_path(ops, false);
+    backend::use_peer_all_reduce(ops, false);
     const auto nccl = repeated_all_reduce(ops, rows, cols, kCalls);
-    set_peer_path(ops, true);
+    backend::use_peer_all_reduce(ops, true);
     for (size_t i = 0; i < peer[0].size(); ++i)
       ASSERT_EQ(peer[0][i], float(i % 7 + 1) * std::ldexp(1.0f, kCalls - 20)) << "value " << i;
     EXPECT_EQ(peer[1], peer[0]);
@@ -159,7 +148,7 @@ TEST(CudaTensorParallel, FusedAllReduceAddRmsNormOnTwoGpus) {
     std::vector<float> residual, normed;
   };
   auto run = [&](bool peer) {
-    EXPECT_EQ(set_peer_path(ops, peer) || !peer, true);
+    EXPECT_EQ(backend::use_peer_all_reduce(ops, peer) || !peer, true);
     std::vector<Result> out(2);
     backend::RankThreads threads(2, nullptr);
     const Status s = threads.run([&](int32_t r) {
@@ -191,10 +180,10 @@ TEST(CudaTensorParallel, FusedAllReduceAddRmsNormOnTwoGpus) {
       return o.communicator()->status();
     });
     EXPECT_TRUE(s.ok()) << s.to_string();
-    set_peer_path(ops, true);
+    backend::use_peer_all_reduce(ops, true);
     return out;
   };
-  if (!set_peer_path(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
+  if (!backend::use_peer_all_reduce(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
   const std::vector<Result> fused = run(true), unfused = run(false);
   EXPECT_EQ(fused[1].residual, fused[0].residual);
   EXPECT_EQ(fused[1].normed, fused[0].normed);

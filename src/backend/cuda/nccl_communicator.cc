@@ -159,4 +159,14 @@ void NcclCommunicator::abort(const std::string& reason) {
   ncclCommAbort(comm_);  // wakes this rank's kernels waiting on a peer that will not come
 }
 
+bool use_peer_all_reduce(std::span<Ops* const> ranks, bool on) {
+  bool available = true;
+  for (Ops* o : ranks) {
+    auto* nccl = dynamic_cast<NcclCommunicator*>(o->communicator());
+    available = available && nccl != nullptr && nccl->has_peer_all_reduce();
+    if (nccl != nullptr) nccl->set_peer_all_reduce(on);
+  }
+  return available;
+}
+
 }  // namespace drift::backend

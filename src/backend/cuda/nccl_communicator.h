@@ -69,4 +69,8 @@ class NcclCommunicator final : public Communicator {
   std::string abort_reason_;  // written once, before aborted_ is set
 };
 
+// Sets whether decode-sized all-reduces take the peer kernel on every rank of a group (all alike: each
+// rank's kernel waits for the others'); true when every rank has one. Benchmarks and tests run both paths.
+bool use_peer_all_reduce(std::span<Ops* const> ranks, bool on);
+
 }  // namespace drift::backend
