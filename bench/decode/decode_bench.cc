@@ -65,6 +65,7 @@ struct Shape {
 const Shape kShapes[] = {
     {"llama-3.2-1b", 2048, 16, 32, 8, 8192, 128256, true, 32.0},
     {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, false, 8.0},
+    {"llama-3.1-70b", 8192, 80, 64, 8, 28672, 128256, false, 8.0},  // over several GPUs (--tensor-parallel)
     {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, false, 32.0, 64, 32, 4},
     {"gpt-oss-120b", 2880, 36, 64, 8, 2880, 201088, false, 32.0, 64, 128, 4},
     // ../shared/anchor/make_models.py's dsv2lite: all 27 layers, the first dense, 64 routed experts top-6
@@ -688,7 +689,7 @@ struct Options {
 };
 
 void add_options(CLI::App& app, Options& o) {
-  app.add_option("--model", o.models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v2-lite", "youtu-llm-2b", "deepseek-v3-4l"}));
+  app.add_option("--model", o.models, "shapes to run")->check(CLI::IsMember({"llama-3.2-1b", "llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v2-lite", "youtu-llm-2b", "deepseek-v3-4l"}));
   app.add_option("--batch", o.batches, "decode batch sizes");
   app.add_option("--prefill", o.prefills, "prefill lengths");
   app.add_option("--prompt", o.prompt, "prompt tokens before decoding");

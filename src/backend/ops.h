@@ -273,6 +273,9 @@ class Ops {
     (void)max_tokens;
     return 0;
   }
+  // Expert widths (MoeShape::ffn) moe_experts takes in this format are multiples of this: the loader pads a
+  // rank's share of a width split with zero columns up to it (MoeSpec::kernel_ffn).
+  virtual int64_t moe_width_multiple(const MoeShape&) const { return 1; }
 
   // Tensor parallelism: this backend's place among the ranks that split a model (one thread per GPU of a
   // host; backend/comm/README.md). Without a communicator a backend is a group of one and the collectives

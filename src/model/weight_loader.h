@@ -21,7 +21,11 @@ namespace drift::model {
 struct Shard {
   int32_t dim = 0;
   int32_t rank = 0, world = 1;
-  bool whole() const { return world == 1; }
+  // The part's size along `dim` once zeros are appended to it (a kernel's width multiple), or 0: no padding.
+  int64_t padded_to = 0;
+  bool whole() const { return world == 1 && padded_to == 0; }
+  // The part's size along `dim` of a tensor `size` long there, padding included.
+  int64_t part_size(int64_t size) const { return padded_to > 0 ? padded_to : size / world; }
 };
 
 // This rank's share of a tensor-parallel model: a layer spec keeps the checkpoint's whole sizes (what the
@@ -40,7 +44,7 @@ class WeightLoader {
 
   bool has(const std::string& name) const;
   Expected<backend::Buffer> load(const std::string& name, std::vector<int64_t> shape);
-  // The rank's share of a tensor whose whole shape is `shape`: the result has shape[dim] / world there.
+  // The rank's share of a tensor whose whole shape is `shape`: the result has shard.part_size(shape[dim]) there.
   Expected<backend::Buffer> load(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard);
   // Several tensors stacked along dimension 0 into one buffer (e.g. gate and up into one matrix); with a
   // shard, each tensor's share (a column-split q/k/v keeps its part of each of the three).

@@ -1,13 +1,14 @@
 // The weight loader's new seams: extra safetensors files opened beside a model (and a name in two files
 // refused), a rank's share of a tensor read from the file (each dimension, stacked parts, the bias of a
-// row split only on rank 0), tensors kept as stored for kernels that read their format, and the
-// parameter count of what was read.
+// row split only on rank 0; a part padded with zeros), tensors kept as stored for kernels that read their
+// format, random weights whose parts are the whole draw's, and the parameter count of what was read.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <set>
 
 #include "backend/ops.h"
 #include "model/layers/linear.h"
@@ -101,6 +102,28 @@ TEST(WeightLoaderShards, ReadsEachRanksPartAlongEitherDimension) {
   EXPECT_EQ(loader.num_parameters(), 24);  // one tensor, counted whole once
 }
 
+// A kernel's width multiple: the part followed by zeros along the split dimension, converted or as stored.
+TEST(WeightLoaderShards, PadsAPartWithZeros) {
+  Fixture f;
+  model::WeightLoader loader = model::WeightLoader::from_store(f.store, *f.ops);
+  auto cols = loader.load("w.weight", {4, 6}, model::Shard{.dim = 1, .rank = 1, .world = 2, .padded_to = 4});
+  ASSERT_TRUE(cols.ok()) << cols.status().to_string();
+  EXPECT_EQ(cols->view.size(1), 4);
+  EXPECT_EQ(host(*cols), (std::vector<float>{3, 4, 5, 0, 9, 10, 11, 0, 15, 16, 17, 0, 21, 22, 23, 0}));
+  auto rows = loader.load("w.weight", {4, 6}, model::Shard{.dim = 0, .rank = 0, .world = 1, .padded_to = 5});
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  std::vector<float> expected = iota_floats(24, 0);
+  expected.resize(30, 0.0f);
+  EXPECT_EQ(host(*rows), expected);
+  auto packed = loader.load_stored("packed", {2, 3}, DType::kU8, model::Shard{.dim = 1, .rank = 0, .world = 3, .padded_to = 2});
+  ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+  const auto* bytes = packed->view.data_as<uint8_t>();
+  EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + packed->view.numel()), (std::vector<uint8_t>{1, 0, 4, 0}));
+  auto smaller = loader.load("w.weight", {4, 6}, model::Shard{.dim = 1, .rank = 0, .world = 2, .padded_to = 2});
+  ASSERT_FALSE(smaller.ok());
+  EXPECT_NE(smaller.status().message().find("smaller than the part"), std::string::npos) << smaller.status().message();
+}
+
 TEST(WeightLoaderShards, ColumnAndRowSplitLinears) {
   Fixture f;
   model::WeightLoader loader = model::WeightLoader::from_store(f.store, *f.ops);
@@ -143,6 +166,41 @@ TEST(WeightLoaderStored, KeepsTheBytesAsStored) {
   ASSERT_TRUE(random_bytes.ok());
   const auto* r = random_bytes->view.data_as<uint8_t>();
   EXPECT_GT(std::count_if(r, r + 64, [](uint8_t b) { return b != 0; }), 32);
+}
+
+// Random weights depend on (seed, index) alone: each rank's draw of its part is that part of the whole
+// draw, for normals (odd offsets and lengths included) and for stored bytes; the normals look normal.
+TEST(WeightLoaderRandom, APartIsThatPartOfTheWholeDraw) {
+  Fixture f;
+  auto draw = [&](const std::vector<int64_t>& shape, const model::Shard& shard) {
+    model::WeightLoader random = model::WeightLoader::random(5, 0.5f, *f.ops);
+    auto buf = random.load("w.weight", shape, shard);
+    EXPECT_TRUE(buf.ok()) << buf.status().to_string();
+    return buf.ok() ? host(*buf) : std::vector<float>{};
+  };
+  const std::vector<float> whole = draw({6, 5}, {}), rows = draw({6, 5}, {.dim = 0, .rank = 1, .world = 3}),
+                           cols = draw({6, 5}, {.dim = 1, .rank = 0, .world = 5});
+  ASSERT_EQ(whole.size(), 30u);
+  EXPECT_EQ(rows, std::vector<float>(whole.begin() + 10, whole.begin() + 20));
+  for (size_t r = 0; r < 6; ++r) EXPECT_EQ(cols[r], whole[r * 5]) << r;
+  const std::vector<float> many = draw({4096}, {});
+  double mean = 0, var = 0;
+  for (float v : many) mean += v / 4096.0;
+  for (float v : many) var += (v - mean) * (v - mean) / 4096.0;
+  EXPECT_NEAR(mean, 0.0, 0.05);
+  EXPECT_NEAR(std::sqrt(var), 0.5, 0.05);
+  EXPECT_EQ(std::set<float>(many.begin(), many.end()).size(), many.size());
+  auto bytes = [&](const model::Shard& shard) {
+    model::WeightLoader random = model::WeightLoader::random(5, 0.5f, *f.ops);
+    auto buf = random.load_stored("x_blocks", {3, 24}, DType::kU8, shard);
+    EXPECT_TRUE(buf.ok());
+    const auto* b = buf->view.data_as<uint8_t>();
+    return std::vector<uint8_t>(b, b + buf->view.numel());
+  };
+  const std::vector<uint8_t> all = bytes({}), third = bytes({.dim = 1, .rank = 2, .world = 3});
+  for (size_t r = 0; r < 3; ++r)
+    EXPECT_EQ(std::vector<uint8_t>(third.begin() + long(r * 8), third.begin() + long(r * 8 + 8)),
+              std::vector<uint8_t>(all.begin() + long(r * 24 + 16), all.begin() + long(r * 24 + 24)));
 }
 
 TEST(WeightLoader, ParameterCountMatchesTheStoredTensors) {

@@ -199,8 +199,13 @@ TEST(CudaTensorParallel, FusedAllReduceAddRmsNormOnTwoGpus) {
 }
 #endif
 
-// Prefill logits [prompt, vocab] of a fixture split over `world` GPUs (1: one GPU, no communicator).
-Expected<std::vector<float>> prefill_logits(const std::string& fixture, int32_t world, const std::vector<int32_t>& ids) {
+// Prefill logits [prompt, vocab] of a fixture split over `world` GPUs (1: one GPU, no communicator);
+// "<fixture>:ep" places its routed experts whole instead of splitting their width.
+Expected<std::vector<float>> prefill_logits(const std::string& param, int32_t world, const std::vector<int32_t>& ids) {
+  const size_t colon = param.find(':');
+  const std::string fixture = param.substr(0, colon);
+  model::LoadOptions options;
+  options.expert_parallel = colon != std::string::npos && param.substr(colon + 1) == "ep";
   const std::string dir = std::string(DRIFT_FIXTURES_DIR) + "/models/" + fixture;
   DRIFT_ASSIGN_OR_RETURN(engine::RankGroup group, engine::make_rank_backends("cuda", world));
   std::unique_ptr<backend::Ops> first = std::move(group.first.ops);
@@ -208,7 +213,7 @@ Expected<std::vector<float>> prefill_logits(const std::string& fixture, int32_t 
   if (world == 1) {
     DRIFT_ASSIGN_OR_RETURN(model, model::load_model(dir, *first));
   } else {
-    DRIFT_ASSIGN_OR_RETURN(model, model::load_tensor_parallel(dir, {first.get(), std::move(group.others)}, {}));
+    DRIFT_ASSIGN_OR_RETURN(model, model::load_tensor_parallel(dir, {first.get(), std::move(group.others)}, options));
   }
   runner::RunnerConfig rc;
   rc.num_blocks.assign(model->kv_specs(DType::kBF16).size(), 16);
@@ -245,10 +250,13 @@ TEST_P(CudaTensorParallelFixture, TwoGpusGiveOneGpusLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaTensorParallelFixture,
-                         ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "youtu"),
+                         // gpt_oss: MXFP4 experts whose half width (32) the loader pads to the kernels' 64.
+                         ::testing::Values("llama", "llama-bias", "qwen2", "qwen3", "deepseek_v2", "deepseek_v3", "youtu",
+                                           "gpt_oss", "gpt_oss:ep", "deepseek_v2:ep"),
                          [](const auto& test) {
                            std::string n = test.param;
                            std::replace(n.begin(), n.end(), '-', '_');
+                           std::replace(n.begin(), n.end(), ':', '_');
                            return n;
                          });
 

@@ -41,3 +41,15 @@ summary() {  # log -> "passed N, skipped S; failed: names"
   failed=$(grep -E '^\[  FAILED  \] ' "$log" | grep -v 'listed below' | sed 's/^\[  FAILED  \] //; s/,.*//' | sort -u | tr '\n' ' ')
   echo "passed ${passed:-0}, skipped ${skipped:-0}; failed: ${failed:-none}"
 }
+
+# Time and tables for the scripts with a deadline (TP_DEADLINE seconds after t_start, both set by the caller).
+left() {  # seconds left before the deadline, at least $1
+  local l=$((TP_DEADLINE - (SECONDS - t_start)))
+  [ "$l" -lt "$1" ] && l=$1
+  echo "$l"
+}
+tok_s() {  # markdown table of drift_bench_decode, workload -> tok/s
+  [ -f "$1" ] || { echo "-"; return; }
+  awk -F'|' -v w="$2" '{ gsub(/^ +| +$/, "", $3) } $3 == w { gsub(/ /, "", $4); print $4; exit }' "$1"
+}
+ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(b) / float(a):.2f}x')" "$1" "$2" 2>/dev/null || echo "-"; }

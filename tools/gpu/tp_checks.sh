@@ -2,9 +2,9 @@
 # Tensor parallelism on a 2-GPU machine (issue 18): build the CUDA targets (sysroot from the carried
 # .debs, sm_90a, NCCL from the CUDA toolkit), run the 2-GPU tests (NCCL collectives, fixture logits over
 # 2 GPUs against 1, the engine over 2 GPUs against 1), compare `drift generate --tensor-parallel 2` with one
-# GPU and two `drift generate --nnodes 2` processes (one GPU each, NCCL across processes) with it, and
+# GPU and two `drift generate --nnodes 2` processes (one GPU each, NCCL across processes) with it,
 # benchmark the Llama-3.1-8B shape at TP=1 and TP=2 (decode batch 1 and 64, graphs and eager) with the
-# all-reduce time per decode step. Prints a short table last; logs go to $OUT. Total under 8 minutes:
+# all-reduce time per decode step, then a GPT-OSS shape on one GPU, EP=2 and TP=2. Prints a short table last; logs go to $OUT. Total under 8 minutes:
 # every step has a timeout, and the benchmark gets what is left before TP_DEADLINE.
 #
 # Here, once:   mkdir -p .debs && (cd .debs && apt-get download $(grep -v "^#" ../tools/gpu/debs.txt))
@@ -21,11 +21,6 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on these machines
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}  # NCCL says why when a collective or the group setup fails
 . tools/gpu/setup.sh
 
-left() {  # seconds left before the deadline, at least $1
-  local l=$((TP_DEADLINE - (SECONDS - t_start)))
-  [ "$l" -lt "$1" ] && l=$1
-  echo "$l"
-}
 cap() {  # a step's timeout: $1 seconds, or what is left before the deadline when less (at least 20)
   local l
   l=$(left 20)
@@ -107,7 +102,7 @@ echo "generate done after $((SECONDS - t_start)) s"
 # The Llama-3.1-8B shape, TP=1 then TP=2, each with CUDA graphs and eager, the same steps.
 bench_rc1=skip bench_rc2=skip
 BENCH=$BUILD/bench/decode/drift_bench_decode
-BENCH_ARGS=(--model llama-3.1-8b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 1)
+BENCH_ARGS=(--model llama-3.1-8b --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 1 --loader random)
 if [ -x "$BENCH" ]; then
   l=$(left 60)
   timeout $((l / 2)) "$BENCH" "${BENCH_ARGS[@]}" --markdown "$OUT/bench_tp1.md" >"$OUT/bench_tp1.log" 2>&1
@@ -120,25 +115,25 @@ if [ -x "$BENCH" ]; then
   echo "bench done after $((SECONDS - t_start)) s"
 fi
 
-# GPT-OSS (MXFP4 experts; TP_MOE_MODEL, default gpt-oss-20b; gpt-oss-120b on H200s) on one GPU and with its
-# experts placed over two (EP=2; attention split by heads), when time is left and TP_MOE is not 0.
-moe_rc1=skip moe_rc2=skip
+# GPT-OSS (MXFP4 experts; TP_MOE_MODEL, default gpt-oss-20b; gpt-oss-120b on H200s) on one GPU, with its
+# experts placed over two (EP=2) and with each expert's width split over two (TP=2; the loader pads the
+# 1440-wide halves to the kernels' multiple of 64); attention split by heads in both; when time is left and
+# TP_MOE is not 0.
+moe_rc1=skip moe_rc2=skip moe_rc3=skip
 MOE_MODEL=${TP_MOE_MODEL:-gpt-oss-20b}
 MOE_ARGS=(--model "$MOE_MODEL" --batch 1 64 --prefill 512 --prompt 256 --gen 32 --forward-only 0 --eager 0)
 if [ "${TP_MOE:-1}" != 0 ] && [ -x "$BENCH" ] && [ "$gpus" -ge 2 ] && [ "$(left 0)" -ge 150 ]; then
-  timeout $(($(left 60) / 2)) "$BENCH" "${MOE_ARGS[@]}" --markdown "$OUT/bench_moe_tp1.md" >"$OUT/bench_moe_tp1.log" 2>&1
+  timeout $(($(left 60) / 3)) "$BENCH" "${MOE_ARGS[@]}" --markdown "$OUT/bench_moe_tp1.md" >"$OUT/bench_moe_tp1.log" 2>&1
   moe_rc1=$?
-  timeout "$(left 60)" "$BENCH" "${MOE_ARGS[@]}" --tensor-parallel 2 --expert-parallel --markdown "$OUT/bench_moe_ep2.md" \
+  timeout $(($(left 60) / 2)) "$BENCH" "${MOE_ARGS[@]}" --tensor-parallel 2 --expert-parallel --markdown "$OUT/bench_moe_ep2.md" \
     >"$OUT/bench_moe_ep2.log" 2>&1
   moe_rc2=$?
+  timeout "$(left 30)" "$BENCH" "${MOE_ARGS[@]}" --tensor-parallel 2 --markdown "$OUT/bench_moe_tp2.md" \
+    >"$OUT/bench_moe_tp2.log" 2>&1
+  moe_rc3=$?
   echo "moe bench done after $((SECONDS - t_start)) s"
 fi
 
-tok_s() {  # markdown table, workload -> tok/s
-  [ -f "$1" ] || { echo "-"; return; }
-  awk -F'|' -v w="$2" '{ gsub(/^ +| +$/, "", $3) } $3 == w { gsub(/ /, "", $4); print $4; exit }' "$1"
-}
-ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(b) / float(a):.2f}x')" "$1" "$2" 2>/dev/null || echo "-"; }
 
 echo
 echo "== failures (first lines) =="
@@ -169,14 +164,15 @@ for w in "prefill 512" "decode b=1" "decode b=64"; do
   echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") | ${e1:--} | ${e2:--} | $(ratio "${e1:-0}" "${e2:-0}") |"
 done
 echo "(issue 18 asks TP=2 >= 1.6x TP=1 at decode b=1; the all-reduce table above gives the time per step it costs)"
-echo "moe bench rc: tp1=$moe_rc1 ep2=$moe_rc2 ($MOE_MODEL shape, random MXFP4 experts)"
-echo "| workload | EP=1 tok/s | EP=2 tok/s | EP=2 / EP=1 |"
-echo "|---|---:|---:|---:|"
+echo "moe bench rc: tp1=$moe_rc1 ep2=$moe_rc2 tp2=$moe_rc3 ($MOE_MODEL shape, random MXFP4 experts)"
+echo "| workload | one GPU tok/s | EP=2 tok/s | EP=2 / one | TP=2 tok/s | TP=2 / one |"
+echo "|---|---:|---:|---:|---:|---:|"
 for w in "prefill 512" "decode b=1" "decode b=64"; do
   g1=$(tok_s "$OUT/bench_moe_tp1.md" "$w")
   g2=$(tok_s "$OUT/bench_moe_ep2.md" "$w ep2")
-  [ "$w" = "prefill 512" ] && g2=$(tok_s "$OUT/bench_moe_ep2.md" "$w")
-  echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") |"
+  g3=$(tok_s "$OUT/bench_moe_tp2.md" "$w tp2")
+  [ "$w" = "prefill 512" ] && g2=$(tok_s "$OUT/bench_moe_ep2.md" "$w") && g3=$(tok_s "$OUT/bench_moe_tp2.md" "$w")
+  echo "| $w | ${g1:--} | ${g2:--} | $(ratio "${g1:-0}" "${g2:-0}") | ${g3:--} | $(ratio "${g1:-0}" "${g3:-0}") |"
 done
 grep -h "^drift: .*ms per step" "$OUT/tp_generate.txt" 2>/dev/null
 # At most 8 files come back from a call: the logs travel as one archive beside the markdown tables.

@@ -30,6 +30,8 @@ Status CudaOps::check_moe(const MoeShape& s) {
   return Status::Ok();
 }
 
+int64_t CudaOps::moe_width_multiple(const MoeShape& s) const { return s.mxfp4 ? cuda::kMoeWidthStep : 1; }
+
 size_t CudaOps::moe_workspace_bytes(const MoeShape& s, int64_t max_tokens) const {
   // The same layout for both formats (ops/moe_workspace.h).
   return cuda::moe_workspace_bytes(max_tokens, int32_t(s.hidden), int32_t(s.ffn), int32_t(s.num_experts),

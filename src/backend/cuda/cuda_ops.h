@@ -98,6 +98,7 @@ class CudaOps final : public Ops {
   void moe_experts(const MoeExpertsParams& p) override;
   bool reads_weight_format(WeightFormat format) const override { return format == WeightFormat::kMxfp4; }
   size_t moe_workspace_bytes(const MoeShape& shape, int64_t max_tokens) const override;
+  int64_t moe_width_multiple(const MoeShape& shape) const override;
   void copy(const Tensor& src, const Tensor& dst) override;
 
   Status supports(const AttentionShape& shape) const override { return check_attention(shape); }

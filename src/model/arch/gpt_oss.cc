@@ -45,30 +45,40 @@ std::vector<float> gate_first(const std::vector<float>& w, int64_t experts, int6
 
 // The MXFP4 matrix "<name>_blocks" [E, rows, cols / 32, 16] + "<name>_scales" [E, rows, cols / 32] as stored,
 // the codes seen as [E, rows, cols / 2]; under a split, the rank's part along the shard's dimension (0: its
-// experts, 1: rows, 2: the column blocks).
+// experts, 1: rows, 2: the column blocks), with any padding's zero codes and scales.
 Status load_mxfp4(WeightLoader& loader, const std::string& name, int64_t experts, int64_t rows, int64_t cols,
                   const Shard& shard, backend::Buffer& codes, backend::Buffer& scales) {
   const int64_t blocks = cols / weights::kMxfp4BlockValues;
   DRIFT_ASSIGN_OR_RETURN(codes, loader.load_stored(name + "_blocks", {experts, rows, blocks, weights::kMxfp4BlockBytes},
                                                    DType::kU8, shard));
-  std::vector<int64_t> local = {experts, rows, cols};
-  if (!shard.whole()) local[size_t(shard.dim)] /= shard.world;
-  codes.view = codes.view.view({local[0], local[1], local[2] / 2});
+  const Tensor& c = codes.view;
+  codes.view = c.view({c.size(0), c.size(1), c.size(2) * weights::kMxfp4BlockBytes});
   DRIFT_ASSIGN_OR_RETURN(scales, loader.load_stored(name + "_scales", {experts, rows, blocks}, DType::kU8, shard));
   return Status::Ok();
+}
+
+// `shard` of an expert tensor whose width along `dim` has `share` units on this rank, padded to `kernel`
+// units where the kernels' width multiple asks more (MoeSpec::kernel_ffn). Zero gate/up rows with zero
+// biases give zero activations through the clamped SwiGLU, and zero down columns add nothing.
+Shard pad_width(Shard shard, int32_t dim, int64_t share, int64_t kernel) {
+  if (kernel == share) return shard;
+  if (shard.whole()) shard.dim = dim;
+  shard.padded_to = kernel;
+  return shard;
 }
 
 // Experts kept MXFP4 for a backend whose kernels decode them: gate and up stay interleaved as stored, so a
 // rank's contiguous share of the 2F rows holds whole (gate, up) pairs.
 Expected<Moe> load_gpt_oss_mxfp4_moe(WeightLoader& loader, const std::string& prefix, const MoeSpec& spec) {
   const int64_t e = spec.num_experts, h = spec.hidden, f = spec.ffn;
+  const int64_t share = spec.local_ffn(), kernel = spec.kernel_ffn(), block = weights::kMxfp4BlockValues;
   const std::string experts = prefix + ".experts";
-  const Shard rows = spec.expert_shard(0, 1);
+  const Shard rows = pad_width(spec.expert_shard(0, 1), 1, 2 * share, 2 * kernel);
+  const Shard down_blocks = pad_width(spec.expert_shard(0, 2), 2, share / block, kernel / block);
   MoeWeights w;
   DRIFT_ASSIGN_OR_RETURN(w.router, Linear::load(loader, prefix + ".router", e, h, true));
   DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".gate_up_proj", e, 2 * f, h, rows, w.w_gate_up, w.w_gate_up_scales));
-  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, spec.expert_shard(0, 2), w.w_down,
-                                   w.w_down_scales));
+  DRIFT_RETURN_IF_ERROR(load_mxfp4(loader, experts + ".down_proj", e, h, f, down_blocks, w.w_down, w.w_down_scales));
   DRIFT_ASSIGN_OR_RETURN(w.b_gate_up, loader.load(experts + ".gate_up_proj_bias", {e, 2 * f}, rows));
   DRIFT_ASSIGN_OR_RETURN(w.b_down, loader.load(experts + ".down_proj_bias", {e, h}, spec.placed_shard(0)));
   w.gate_up_interleaved = true;

@@ -32,11 +32,13 @@ MoeSpec moe_spec(const weights::ModelConfig& c, const backend::Ops& ops) {
   s.mxfp4 = c.quant_method == "mxfp4" && ops.reads_weight_format(backend::WeightFormat::kMxfp4);
   s.split = {.rank = ops.rank(), .world = ops.world_size()};
   s.expert_parallel = m.expert_parallel;
+  // Only the MXFP4 loader pads (load_gpt_oss_mxfp4_moe); other formats keep their share as it is.
+  if (s.mxfp4) s.width_multiple = ops.moe_width_multiple(moe_shape(s));
   return s;
 }
 
 backend::MoeShape moe_shape(const MoeSpec& spec) {
-  return {.hidden = spec.hidden, .ffn = spec.local_ffn(), .num_experts = spec.num_experts, .top_k = spec.top_k,
+  return {.hidden = spec.hidden, .ffn = spec.kernel_ffn(), .num_experts = spec.num_experts, .top_k = spec.top_k,
           .clamped_swiglu = spec.swiglu_limit > 0.0f, .mxfp4 = spec.mxfp4};
 }
 

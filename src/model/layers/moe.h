@@ -28,12 +28,21 @@ struct MoeSpec {
   // Expert parallelism (weights::MoeConfig::expert_parallel): rank r holds the routed experts
   // [r * E / N, (r + 1) * E / N) whole instead of a 1/N width of each; the shared experts stay split.
   bool expert_parallel = false;
+  // The backend's expert kernels take widths that are multiples of this (Ops::moe_width_multiple); a
+  // width split's share that is not one is padded with zero columns (kernel_ffn), which adds nothing.
+  int64_t width_multiple = 1;
 
   bool places_experts() const { return expert_parallel && split.world > 1; }
   // Routed experts this rank holds, and the first one's id.
   int64_t local_experts() const { return places_experts() ? split.part(num_experts) : num_experts; }
   int64_t first_expert() const { return places_experts() ? split.rank * local_experts() : 0; }
   int64_t local_ffn() const { return places_experts() ? ffn : split.part(ffn); }
+  // The width the expert kernels see: local_ffn() padded up to width_multiple under a width split (placed
+  // experts keep theirs whole, and a backend that cannot take it says so).
+  int64_t kernel_ffn() const {
+    if (places_experts()) return local_ffn();
+    return (local_ffn() + width_multiple - 1) / width_multiple * width_multiple;
+  }
   int64_t local_shared_ffn() const { return split.part(shared_ffn); }
   // This rank's share of an expert tensor's width along `width_dim`: none for placed experts (held whole)
   // or on one rank.
@@ -66,7 +75,7 @@ backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);
 Status check_moe_spec(const MoeSpec& spec);
 
 // E below: the experts this rank holds (MoeSpec::local_experts), F: its share of each expert's width
-// (MoeSpec::local_ffn).
+// (MoeSpec::kernel_ffn: local_ffn with any padding).
 struct MoeWeights {
   Linear router;                    // [E, H], bias [E] for GPT-OSS
   backend::Buffer correction_bias;  // [E] DeepSeek-V3 e_score_correction_bias, else empty

@@ -202,7 +202,8 @@ struct Mxfp4MoeParams : MoeExpertsArgs {
   const uint8_t* down_scales = nullptr;     // [num_experts, hidden, ffn / 32]
 };
 void run(const Mxfp4MoeParams& p, cudaStream_t stream);
-// Hidden and ffn multiples of 64, at most 1024 experts.
+// Hidden and ffn multiples of kMoeWidthStep, at most 1024 experts.
+constexpr int64_t kMoeWidthStep = 64;  // k values per step of the expert kernels
 bool mxfp4_moe_supports(int64_t hidden, int64_t ffn, int64_t num_experts);
 
 // MoeExpertsParams with bf16 expert matrices (DeepSeek; FP8 checkpoints are converted to bf16 at load)

@@ -25,7 +25,7 @@ namespace drift::backend::cuda {
 namespace {
 
 constexpr int kSplitK = 4;  // decode: the warps of a CTA, each over a quarter of k of the same rows
-constexpr int kStep = 64;   // k values per step of the narrow formats (the prefill kernel's stage)
+constexpr int kStep = int(kMoeWidthStep);  // k values per step of the narrow formats (the prefill kernel's stage)
 // One token's input row in shared memory, within the 48 KB a launch gets without opting in.
 constexpr int kMaxOneTokenWidth = 16384;
 
