@@ -94,6 +94,9 @@ class WeightLoader {
   size_t bytes_loaded_ = 0, bytes_total_ = 0;
   std::function<void(size_t, size_t)> progress_;
   uint64_t num_random_ = 0;
+  // Staging reused from tensor to tensor (fresh pages cost more than the copies): fp32 values, then bf16.
+  std::vector<float> host_;
+  std::vector<uint16_t> bf16_;
   std::set<std::string> counted_;
   int64_t num_parameters_ = 0;
 };
