@@ -89,8 +89,8 @@ std::vector<float> host_floats(backend::Ops& o, const Tensor& t) {
   return v;
 }
 
-// bf16 [rows, cols] on both ranks from (i % 7 + 1) / 2^20 (exact in bf16), all-reduced `calls` times back to
-// back: every call doubles it exactly, so the result is known to the bit. Rank r's values.
+// bf16 [rows, cols] on every rank from (i % 7 + 1) / 2^20 (exact in bf16), all-reduced `calls` times back to
+// back: every call multiplies it by the rank count exactly, so the result is known to the bit. Rank r's values.
 std::vector<std::vector<float>> repeated_all_reduce(const std::vector<backend::Ops*>& ops, int64_t rows, int64_t cols,
                                                     int calls) {
   std::vector<std::vector<float>> out(ops.size());
@@ -110,27 +110,33 @@ std::vector<std::vector<float>> repeated_all_reduce(const std::vector<backend::O
   return out;
 }
 
-// The one-shot all-reduce over peer memory: decode-sized rows (1 and 64 of 4096, 3 of GPT-OSS's 2880, one
-// of 8192), 40 calls back to back (the inbox halves turn over many times), every rank the same exact
-// result, and NCCL's the same bits.
-TEST(CudaTensorParallel, PeerAllReduceOnTwoGpus) {
+// The one-shot all-reduce over peer memory on 2, 4 or 8 GPUs (the most the machine has): decode-sized rows
+// (1 and 64 of 4096, 3 of GPT-OSS's 2880, 1 and 64 of 8192: the largest the inboxes take), 40 calls back
+// to back (the inbox halves turn over many times), every rank the same exact result, and NCCL's the same
+// bits.
+TEST(CudaTensorParallel, PeerAllReduceOnEveryGpu) {
   if (std::string why; skip_reason(why)) GTEST_SKIP() << why;
-  auto group = engine::make_rank_backends("cuda", 2);
+  int32_t world = 2;
+  while (world * 2 <= std::min(backend::cuda_device_count(), 8)) world *= 2;  // sums stay exact powers of two
+  auto group = engine::make_rank_backends("cuda", world);
   ASSERT_TRUE(group.ok()) << group.status().to_string();
-  const std::vector<backend::Ops*> ops = {group->first.ops.get(), group->others[0].get()};
+  std::vector<backend::Ops*> ops = {group->first.ops.get()};
+  for (const auto& other : group->others) ops.push_back(other.get());
   constexpr int kCalls = 40;
-  for (const auto& [rows, cols] : {std::pair{1, 4096}, std::pair{64, 4096}, std::pair{3, 2880}, std::pair{1, 8192}}) {
-    SCOPED_TRACE(fmt::format("[{}, {}]", rows, cols));
+  const int doublings = world == 2 ? 1 : world == 4 ? 2 : 3;
+  std::printf("[ tp       ] peer all-reduce on %d GPUs\n", world);
+  for (const auto& [rows, cols] : {std::pair{1, 4096}, std::pair{64, 4096}, std::pair{3, 2880}, std::pair{1, 8192},
+                                   std::pair{64, 8192}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}] on {} GPUs", rows, cols, world));
     if (!backend::use_peer_all_reduce(ops, true)) GTEST_SKIP() << "these GPUs cannot reach each other's memory: NCCL only";
     const auto peer = repeated_all_reduce(ops, rows, cols, kCalls);
     backend::use_peer_all_reduce(ops, false);
     const auto nccl = repeated_all_reduce(ops, rows, cols, kCalls);
     backend::use_peer_all_reduce(ops, true);
     for (size_t i = 0; i < peer[0].size(); ++i)
-      ASSERT_EQ(peer[0][i], float(i % 7 + 1) * std::ldexp(1.0f, kCalls - 20)) << "value " << i;
-    EXPECT_EQ(peer[1], peer[0]);
-    EXPECT_EQ(nccl[0], peer[0]);
-    EXPECT_EQ(nccl[1], peer[0]);
+      ASSERT_EQ(peer[0][i], float(i % 7 + 1) * std::ldexp(1.0f, kCalls * doublings - 20)) << "value " << i;
+    for (size_t r = 1; r < peer.size(); ++r) EXPECT_EQ(peer[r], peer[0]) << "rank " << r;
+    for (size_t r = 0; r < nccl.size(); ++r) EXPECT_EQ(nccl[r], peer[0]) << "rank " << r;
   }
 }
 
