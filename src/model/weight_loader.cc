@@ -240,6 +240,11 @@ Expected<backend::Buffer> WeightLoader::load_stored(const std::string& name, con
   std::vector<int64_t> part_shape = shape;
   if (!shard.whole()) part_shape[size_t(shard.dim)] = shard.part_size(shape[size_t(shard.dim)]);
   DRIFT_ASSIGN_OR_RETURN(backend::Buffer buf, alloc_shaped(*ops_, dtype, part_shape));
+  // Counted as the values they hold: an MXFP4 block's 16 bytes are 32 values and its scales are not
+  // parameters, so the count is the decoded model's (as the CPU path reads it).
+  std::vector<int64_t> values = shape;
+  if (name.ends_with("_blocks")) values.back() *= 2;
+  if (name.ends_with("_scales")) values = {0};
   // The part's bytes gathered on the host (its padding's zero bytes included), then one copy.
   std::vector<uint8_t> mine(buf.view.nbytes());
   if (store_ == nullptr) {
@@ -251,7 +256,7 @@ Expected<backend::Buffer> WeightLoader::load_stored(const std::string& name, con
     fill_part(shape, shard, [&](int64_t to, int64_t first, int64_t n) {
       bytes_at(mine.data() + to, first, n, seed, scales ? 118 : 0, scales ? 4 : 256);
     });
-    count(name, shape, 0);
+    count(name, values, 0);
   } else {
     DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* info, store_->get(name, shape));
     if (info->dtype != dtype)
@@ -262,7 +267,7 @@ Expected<backend::Buffer> WeightLoader::load_stored(const std::string& name, con
     fill_part(shape, shard, [&](int64_t to, int64_t first, int64_t n) {
       std::memcpy(mine.data() + size_t(to) * elem, bytes + size_t(first) * elem, size_t(n) * elem);
     });
-    count(name, shape, info->bytes.size() / size_t(shard.world));
+    count(name, values, info->bytes.size() / size_t(shard.world));
   }
   ops_->copy_from_host(buf.view, mine.data());
   ops_->synchronize();  // `mine` is freed on return

@@ -166,6 +166,9 @@ TEST(WeightLoaderStored, KeepsTheBytesAsStored) {
   ASSERT_TRUE(random_bytes.ok());
   const auto* r = random_bytes->view.data_as<uint8_t>();
   EXPECT_GT(std::count_if(r, r + 64, [](uint8_t b) { return b != 0; }), 32);
+  // MXFP4 counts as its values: two a block byte, none for the scales.
+  ASSERT_TRUE(random.load_stored("x_scales", {4}, DType::kU8).ok());
+  EXPECT_EQ(random.num_parameters(), 128);
 }
 
 // Random weights depend on (seed, index) alone: each rank's draw of its part is that part of the whole
