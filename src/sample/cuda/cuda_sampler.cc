@@ -72,15 +72,19 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
   DRIFT_CHECK_GE(logits.numel(), int64_t(n) * vocab_);
   results_.clear();
   if (n == 0) return results_;
+  const Staged staged = stage_rows(rows);
+  run_kernel(logits, n, staged);
+  read_results(n);
+  return results_;
+}
 
+CudaSampler::Staged CudaSampler::stage_rows(std::span<const RowSampling> rows) {
   penalty_tokens_.clear();
   penalty_counts_.clear();
   auto* staged = static_cast<cuda::SampleRow*>(rows_host_.view.data);
-  bool any_logprobs = false;
-  const int64_t mask_words = (vocab_ + 31) / 32;
-  int32_t num_masks = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    const RowSampling& row = rows[size_t(i)];
+  Staged out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const RowSampling& row = rows[i];
     const SamplingParams& sp = *row.params;
     cuda::SampleRow& r = staged[i];
     r.temperature = sp.greedy() ? 0.0f : sp.temperature;
@@ -96,22 +100,28 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
     r.penalty_begin = int32_t(penalty_tokens_.size());
     stage_penalties(row);
     r.penalty_end = int32_t(penalty_tokens_.size());
-    r.mask_row = row.allowed.empty() ? -1 : num_masks++;
-    if (!row.allowed.empty()) {
-      DRIFT_CHECK_EQ(int64_t(row.allowed.size()), mask_words);
-      if (masks_host_.view.data == nullptr) {
-        masks_host_ = ops_.alloc_host(DType::kI32, {int64_t(max_rows_) * mask_words});
-        masks_device_ = ops_.alloc(DType::kI32, {int64_t(max_rows_) * mask_words});
-      }
-      std::copy(row.allowed.begin(), row.allowed.end(),
-                static_cast<uint32_t*>(masks_host_.view.data) + int64_t(r.mask_row) * mask_words);
-    }
-    any_logprobs = any_logprobs || sp.top_logprobs >= 0;
+    r.mask_row = row.allowed.empty() ? -1 : out.num_masks++;
+    if (!row.allowed.empty()) stage_mask(row.allowed, r.mask_row);
+    out.any_logprobs = out.any_logprobs || sp.top_logprobs >= 0;
   }
-  const int64_t num_penalty = int64_t(penalty_tokens_.size());
-  reserve_penalties(num_penalty);
+  return out;
+}
 
-  // Uploads: the rows, and the penalty lists (tokens then counts, packed back to back) when there are any.
+void CudaSampler::stage_mask(std::span<const uint32_t> allowed, int32_t mask_row) {
+  const int64_t mask_words = (vocab_ + 31) / 32;
+  DRIFT_CHECK_EQ(int64_t(allowed.size()), mask_words);
+  if (masks_host_.view.data == nullptr) {
+    masks_host_ = ops_.alloc_host(DType::kI32, {int64_t(max_rows_) * mask_words});
+    masks_device_ = ops_.alloc(DType::kI32, {int64_t(max_rows_) * mask_words});
+  }
+  std::copy(allowed.begin(), allowed.end(), static_cast<uint32_t*>(masks_host_.view.data) + int64_t(mask_row) * mask_words);
+}
+
+// Uploads the staged rows, penalty lists (tokens then counts, back to back) and masks, runs the kernel and
+// brings back the token ids, with the log-probability segments only when some row asked for them.
+void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& staged) {
+  const int64_t num_penalty = int64_t(penalty_tokens_.size()), mask_words = (vocab_ + 31) / 32;
+  reserve_penalties(num_penalty);
   cudaStream_t stream = ops_.stream();
   DRIFT_CUDA_CHECK(cudaMemcpyAsync(rows_device_.view.data, rows_host_.view.data, sizeof(cuda::SampleRow) * size_t(n),
                                    cudaMemcpyHostToDevice, stream));
@@ -123,11 +133,10 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(penalty_device, penalty_host, sizeof(int32_t) * 2 * size_t(num_penalty),
                                      cudaMemcpyHostToDevice, stream));
   }
-
-  if (num_masks > 0)
+  if (staged.num_masks > 0)
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(masks_device_.view.data, masks_host_.view.data,
-                                     sizeof(uint32_t) * size_t(num_masks * mask_words), cudaMemcpyHostToDevice, stream));
-
+                                     sizeof(uint32_t) * size_t(staged.num_masks * mask_words), cudaMemcpyHostToDevice,
+                                     stream));
   auto* out_device = out_device_.view.data_as<int32_t>();
   auto* out_host = out_host_.view.data_as<int32_t>();
   const int64_t m = max_rows_;
@@ -136,7 +145,7 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
                                .penalty_tokens = penalty_device,
                                .penalty_counts = penalty_device + num_penalty,
                                .penalty_raw = penalty_raw_.view.data_as<float>(),
-                               .masks = num_masks > 0 ? static_cast<const uint32_t*>(masks_device_.view.data) : nullptr,
+                               .masks = staged.num_masks > 0 ? static_cast<const uint32_t*>(masks_device_.view.data) : nullptr,
                                .tokens = out_device,
                                .logprobs = reinterpret_cast<float*>(out_device + m),
                                .top_tokens = out_device + 2 * m,
@@ -145,17 +154,20 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
                                .vocab = vocab_,
                                .mask_words = mask_words},
             stream);
-
-  // Back: the token ids; the log-probability segments only when some row asked for them.
   DRIFT_CUDA_CHECK(cudaMemcpyAsync(out_host, out_device, sizeof(int32_t) * size_t(n), cudaMemcpyDeviceToHost, stream));
-  if (any_logprobs) {
+  if (staged.any_logprobs) {
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(out_host + m, out_device + m, sizeof(int32_t) * size_t(n), cudaMemcpyDeviceToHost,
                                      stream));
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(out_host + 2 * m, out_device + 2 * m, sizeof(int32_t) * size_t(2 * kTop * m),
                                      cudaMemcpyDeviceToHost, stream));
   }
   DRIFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
 
+void CudaSampler::read_results(int32_t n) {
+  const auto* staged = static_cast<const cuda::SampleRow*>(rows_host_.view.data);
+  const auto* out_host = out_host_.view.data_as<int32_t>();
+  const int64_t m = max_rows_;
   const auto* logprobs = reinterpret_cast<const float*>(out_host + m);
   const int32_t* top_tokens = out_host + 2 * m;
   const auto* top_logprobs = reinterpret_cast<const float*>(out_host + 2 * m + kTop * m);
@@ -172,7 +184,6 @@ std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::spa
     for (int32_t j = 0; j < count; ++j)
       res.top.push_back({top_tokens[int64_t(i) * kTop + j], top_logprobs[int64_t(i) * kTop + j]});
   }
-  return results_;
 }
 
 std::unique_ptr<DeviceSampler> make_cuda_sampler(backend::CudaOps& ops, int32_t max_rows, int64_t vocab) {

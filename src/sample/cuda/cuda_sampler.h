@@ -26,6 +26,16 @@ class CudaSampler final : public DeviceSampler {
   void reserve_penalties(int64_t entries);
   // Appends row r's penalty entries (distinct tokens, output counts) to the staging lists.
   void stage_penalties(const RowSampling& row);
+  struct Staged {
+    int32_t num_masks = 0;      // rows with an allowed-token mask
+    bool any_logprobs = false;  // some row asked for log-probabilities
+  };
+  // Writes every row's parameters, penalty entries and mask into the host staging buffers.
+  Staged stage_rows(std::span<const RowSampling> rows);
+  void stage_mask(std::span<const uint32_t> allowed, int32_t mask_row);
+  void run_kernel(const Tensor& logits, int32_t n, const Staged& staged);
+  // results_ from the tokens and log-probabilities brought back.
+  void read_results(int32_t n);
 
   backend::CudaOps& ops_;
   int32_t max_rows_;
