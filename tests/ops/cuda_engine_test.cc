@@ -463,15 +463,25 @@ TEST(CudaEngine, StructuredOutputRepliesFollowTheSchema) {
 }
 
 // The engine with the model split over two GPUs (NCCL; sampling on rank 0) against the same engine on one
-// GPU: the greedy paths agree up to a step where one GPU's own top-2 margin is inside bf16's reach (the
-// ranks round their partial sums before the all-reduce adds them). Skipped with fewer than two GPUs.
+// GPU, for the bundled models and every fixture family (the MoE ones also with their experts placed): the
+// greedy paths agree up to a step where one GPU's own top-2 margin is inside bf16's reach (the ranks round
+// their partial sums before the all-reduce adds them). Skipped with fewer than two GPUs.
 TEST(CudaEngine, TensorParallelTwoGpusAgreeWithOne) {
 #ifndef DRIFT_HAVE_NCCL
   GTEST_SKIP() << "this build has no NCCL";
 #endif
   if (const int gpus = backend::cuda_device_count(); gpus < 2) GTEST_SKIP() << "needs 2 CUDA devices; " << gpus << " found";
-  for (const std::string& model : {std::string(DRIFT_MODELS_DIR) + "/default", std::string(DRIFT_FIXTURES_DIR) + "/models/qwen3",
-                                   std::string(DRIFT_FIXTURES_DIR) + "/models/deepseek_v2"}) {
+  struct Case {
+    std::string model;
+    bool expert_parallel = false;
+  };
+  const std::string models = DRIFT_MODELS_DIR, fixtures = std::string(DRIFT_FIXTURES_DIR) + "/models/";
+  const std::vector<Case> cases = {{models + "/default"},         {models + "/drift-mla-14m"},
+                                   {fixtures + "llama"},          {fixtures + "qwen3"},
+                                   {fixtures + "deepseek_v2"},    {fixtures + "deepseek_v2", true},
+                                   {fixtures + "deepseek_v3"},    {fixtures + "youtu"},
+                                   {fixtures + "gpt_oss"},        {fixtures + "gpt_oss", true}};
+  for (const auto& [model, expert_parallel] : cases) {
     if (!std::filesystem::exists(model + "/model.safetensors")) {
       // The GPU machine's copy of the tree may leave a large model out (its 64 MiB limit).
       std::printf("[ engine   ] %s is not in this tree: not compared\n", model.c_str());
@@ -483,6 +493,7 @@ TEST(CudaEngine, TensorParallelTwoGpusAgreeWithOne) {
     config.max_num_seqs = 8;
     const auto one = generate(config, kPrompts, true);
     config.tensor_parallel = 2;
+    config.expert_parallel = expert_parallel;
     const auto two = generate(config, kPrompts, false);  // decode steps replayed from each rank's graph
     config.enforce_eager = true;
     const auto two_eager = generate(config, kPrompts, false);
@@ -494,8 +505,8 @@ TEST(CudaEngine, TensorParallelTwoGpusAgreeWithOne) {
       // 0.003 on one GPU, went either way in repeated runs, with NCCL's all-reduce as with the peer kernel),
       // so graphs and eager are each held to one GPU's output up to its near-ties.
       expect_greedy_agrees(one[i], two_eager[i], i, kAllowedMargin);
-      std::printf("[ engine   ] %s prompt %zu tp1: %s\n[ engine   ] %s prompt %zu tp2: %s\n", model.c_str(), i,
-                  ids(one[i].tokens).c_str(), model.c_str(), i, ids(two[i].tokens).c_str());
+      std::printf("[ engine   ] %s prompt %zu tp1: %s\n[ engine   ] %s prompt %zu %s2: %s\n", model.c_str(), i,
+                  ids(one[i].tokens).c_str(), model.c_str(), i, expert_parallel ? "ep" : "tp", ids(two[i].tokens).c_str());
       expect_greedy_agrees(one[i], two[i], i, kAllowedMargin);
     }
   }
