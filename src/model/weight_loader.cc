@@ -142,17 +142,14 @@ void bytes_at(uint8_t* dst, int64_t first, int64_t count, uint64_t seed, int lo,
 // 1M elements on every core.
 template <class Fill>
 void fill_part(const std::vector<int64_t>& shape, const Shard& shard, const Fill& fill) {
-  const size_t d = shard.whole() ? 0 : size_t(shard.dim);
+  const size_t d = shard.whole() || shape.empty() ? 0 : size_t(shard.dim);  // whole: the one part of a world of 1
   const int64_t outer = product(shape, 0, d), inner = product(shape, d + 1, shape.size()), size = shape.empty() ? 1 : shape[d];
-  const int64_t part = shard.whole() ? size : size / shard.world;
-  const int64_t stride = (shard.whole() ? size : shard.part_size(size)) * inner, row = part * inner;
+  const int64_t part = size / shard.world, stride = shard.part_size(size) * inner, row = part * inner;
   constexpr int64_t kPiece = int64_t(1) << 20;
   const int64_t pieces = std::max<int64_t>(1, (row + kPiece - 1) / kPiece);
   on_every_core(outer * pieces, [&](int64_t i) {
     const int64_t o = i / pieces, begin = (i % pieces) * kPiece;
-    if (begin < row)
-      fill(o * stride + begin, (o * size + (shard.whole() ? 0 : shard.rank) * part) * inner + begin,
-           std::min(kPiece, row - begin));
+    if (begin < row) fill(o * stride + begin, (o * size + shard.rank * part) * inner + begin, std::min(kPiece, row - begin));
   });
 }
 
