@@ -54,6 +54,12 @@ class EngineImpl final : public Engine {
   void loop();
   void take_inbox();
   void run_step();
+  // Drafts, the SLO policy and SpecPV's recomputes, then the scheduler's plan, committed.
+  core::BatchPlan plan_step();
+  // Admission time and cached prefix of the plan's requests scheduled for the first time.
+  void note_first_scheduled(const core::BatchPlan& plan);
+  // The step's sampled rows into each request's stream, then the KV moves, the next drafts and the gauges.
+  void apply_step(const core::BatchPlan& plan, std::span<const sample::SampleResult> picked);
   // Calls f(seq, state) for each running request in decode; returns `budget` less their uncomputed tokens
   // (decodes are planned first, each taking all of them). Defined in engine_step.cc, its only user.
   template <class F>

@@ -28,18 +28,7 @@ std::string flush_text(RequestState& state) {
 
 void EngineImpl::run_step() {
   const auto begin = Clock::now();
-  propose_drafts();
-  if (slo_) apply_slo_policy();
-  if (specpv_) refresh_kv();  // after the SLO policy set the step's token budget
-  core::BatchPlan plan = scheduler_->plan();
-  scheduler_->commit(plan);
-  if (!plan.preempted.empty()) {
-    std::lock_guard lock(metrics_mu_);
-    metrics_.num_preemptions_total += int64_t(plan.preempted.size());
-    for (int64_t id : plan.preempted) trace::record(trace::Event::kPreempt, id);
-  }
-  // A preempted sequence recomputes its KV in full, so its SpecPV anchor starts over.
-  if (specpv_) for (int64_t id : plan.preempted) specpv_->forget(id);
+  core::BatchPlan plan = plan_step();
   if (plan.seqs.empty()) {
     refresh_gauges();
     // Nothing fits now: wait for a cancellation or a new request rather than spin.
@@ -47,15 +36,7 @@ void EngineImpl::run_step() {
     wake_.wait_for(lock, std::chrono::milliseconds(5), [&] { return stopping_ || !inbox_.empty() || !cancels_.empty(); });
     return;
   }
-  const auto now = Clock::now();
-  for (const core::ScheduledSeq& s : plan.seqs) {
-    RequestState& state = *requests_.at(s.seq_id);
-    if (state.scheduled) continue;
-    state.scheduled = true;
-    state.first_scheduled = now;
-    state.num_cached_tokens = s.seq->num_cached_tokens;
-    trace::record(trace::Event::kAdmit, s.seq_id, s.seq->num_cached_tokens);
-  }
+  note_first_scheduled(plan);
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
   const auto step_start = Clock::now();
   const auto exact = [this](int64_t id) { return requests_.at(id)->request.exact_verification; };
@@ -83,6 +64,44 @@ void EngineImpl::run_step() {
   }
   scheduler_->on_step_done(plan);
   trace::record(trace::Event::kStepEnd, int64_t(plan.seqs.size()), plan.num_tokens);
+  apply_step(plan, *picked);
+  std::lock_guard lock(metrics_mu_);
+  StepPhaseSeconds& phases = metrics_.step_seconds;
+  phases.plan += seconds_between(begin, launched);
+  phases.launch += seconds_between(launched, sampled) - device;  // the runner's launch and the rows' host work
+  phases.device += device;
+  phases.apply += seconds_between(sampled, Clock::now());
+}
+
+core::BatchPlan EngineImpl::plan_step() {
+  propose_drafts();
+  if (slo_) apply_slo_policy();
+  if (specpv_) refresh_kv();  // after the SLO policy set the step's token budget
+  core::BatchPlan plan = scheduler_->plan();
+  scheduler_->commit(plan);
+  if (!plan.preempted.empty()) {
+    std::lock_guard lock(metrics_mu_);
+    metrics_.num_preemptions_total += int64_t(plan.preempted.size());
+    for (int64_t id : plan.preempted) trace::record(trace::Event::kPreempt, id);
+  }
+  // A preempted sequence recomputes its KV in full, so its SpecPV anchor starts over.
+  if (specpv_) for (int64_t id : plan.preempted) specpv_->forget(id);
+  return plan;
+}
+
+void EngineImpl::note_first_scheduled(const core::BatchPlan& plan) {
+  const auto now = Clock::now();
+  for (const core::ScheduledSeq& s : plan.seqs) {
+    RequestState& state = *requests_.at(s.seq_id);
+    if (state.scheduled) continue;
+    state.scheduled = true;
+    state.first_scheduled = now;
+    state.num_cached_tokens = s.seq->num_cached_tokens;
+    trace::record(trace::Event::kAdmit, s.seq_id, s.seq->num_cached_tokens);
+  }
+}
+
+void EngineImpl::apply_step(const core::BatchPlan& plan, std::span<const sample::SampleResult> picked) {
   {
     std::lock_guard lock(metrics_mu_);
     ++metrics_.steps_total;
@@ -93,7 +112,7 @@ void EngineImpl::run_step() {
   for (const core::ScheduledSeq& s : plan.seqs) {
     const size_t n = size_t(runner::ModelRunner::num_logits(s));
     if (n > 0) {
-      apply_rows(*requests_.at(s.seq_id), s, std::span<const sample::SampleResult>(*picked).subspan(row, n), token_row);
+      apply_rows(*requests_.at(s.seq_id), s, picked.subspan(row, n), token_row);
     } else {
       keep_for_draft(*requests_.at(s.seq_id), *s.seq, s.num_computed, token_row, {});
     }
@@ -103,12 +122,6 @@ void EngineImpl::run_step() {
   commit_kv_moves();
   if (drafter_) draft_after_step();
   refresh_gauges();
-  std::lock_guard lock(metrics_mu_);
-  StepPhaseSeconds& phases = metrics_.step_seconds;
-  phases.plan += seconds_between(begin, launched);
-  phases.launch += seconds_between(launched, sampled) - device;  // the runner's launch and the rows' host work
-  phases.device += device;
-  phases.apply += seconds_between(sampled, Clock::now());
 }
 
 template <class F>
