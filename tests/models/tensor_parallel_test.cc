@@ -21,6 +21,7 @@
 #include "backend/comm/thread_group.h"
 #include "fixture_model.h"
 #include "model/layer_plan.h"
+#include "model/layers/moe.h"
 #include "model/registry.h"
 #include "model/remote_ranks.h"
 #include "model/tensor_parallel_model.h"
@@ -323,6 +324,28 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, RemoteRanksTest, ::testing::Values("llama", "
 
 // A group whose connections time out after 1 s stays joined through 2.5 s without a step: the idle leader's
 // pings (every 200 ms here) keep the follower waiting, and the next step still gives the thread ranks' logits.
+// MXFP4 experts split by width fall between blocks of 32 values: GPT-OSS's 2880 splits over 2 ranks (1440,
+// padded for the CUDA kernels) but not over 4 (720); placed experts and the CPU's decoded experts are free.
+TEST(TensorParallelSplit, RefusesAnMxfp4WidthSplitInsideABlock) {
+  model::MoeSpec spec;
+  spec.hidden = 2880;
+  spec.ffn = 2880;
+  spec.num_experts = 32;
+  spec.top_k = 4;
+  spec.mxfp4 = true;
+  spec.split = {.rank = 0, .world = 2};
+  EXPECT_TRUE(model::check_moe_spec(spec).ok());
+  spec.split.world = 4;
+  const Status four = model::check_moe_spec(spec);
+  EXPECT_NE(four.message().find("720-wide shares"), std::string::npos) << four.message();
+  EXPECT_NE(four.message().find("--expert-parallel"), std::string::npos) << four.message();
+  spec.expert_parallel = true;
+  EXPECT_TRUE(model::check_moe_spec(spec).ok());
+  spec.expert_parallel = false;
+  spec.mxfp4 = false;
+  EXPECT_TRUE(model::check_moe_spec(spec).ok());
+}
+
 TEST(RemoteRanks, AnIdleLeadersPingsKeepTheGroupPastItsTimeout) {
   auto port = backend::pick_free_port(2);
   ASSERT_TRUE(port.ok());

@@ -43,6 +43,12 @@ backend::MoeShape moe_shape(const MoeSpec& spec) {
 }
 
 Status check_moe_spec(const MoeSpec& spec) {
+  // Experts read as MXFP4 are split between whole blocks of 32 values (a block shares one scale).
+  if (spec.mxfp4 && !spec.places_experts() && spec.split.world > 1 && spec.local_ffn() % 32 != 0)
+    return invalid_argument(fmt::format("each expert's width {} over {} tensor-parallel ranks leaves {}-wide shares, "
+                                        "not whole MXFP4 blocks of 32 values; place the experts instead "
+                                        "(--expert-parallel) or use fewer ranks",
+                                        spec.ffn, spec.split.world, spec.local_ffn()));
   const backend::MoeRouteParams& r = spec.routing;
   const int64_t per_group = spec.num_experts / r.n_group;
   if (r.group_score_top > per_group)

@@ -71,7 +71,8 @@ MoeSpec moe_spec(const weights::ModelConfig& config, const backend::Ops& ops);
 // The routing rule a config's MoE section describes (DeepSeek's topk_method names it: greedy,
 // group_limited_greedy with a group's best score, noaux_tc with the sum of a group's best two).
 backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe);
-// Checks that the routing can pick top_k experts from the kept groups, naming the config fields otherwise.
+// Checks that the routing can pick top_k experts from the kept groups, naming the config fields otherwise,
+// and that a width split of MXFP4 experts falls between their blocks.
 Status check_moe_spec(const MoeSpec& spec);
 
 // E below: the experts this rank holds (MoeSpec::local_experts), F: its share of each expert's width
