@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -288,16 +289,21 @@ int32_t bind_loopback(Socket& s, int32_t port) {
 
 }  // namespace
 
+// Ports below the kernel's ephemeral range (net.ipv4.ip_local_port_range starts at 32768 by default): a
+// port picked from that range can be handed to an outgoing connection — the group's own first one —
+// before the group binds it (seen in CI: node 1's connection to the control port took the layers' port).
 Expected<int32_t> pick_free_port(int32_t count) {
-  for (int attempt = 0; attempt < 64; ++attempt) {
+  constexpr int32_t kLowest = 20000, kHighest = 32000;
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int32_t> pick(kLowest, kHighest - std::max(count, 1));
+  for (int attempt = 0; attempt < 256; ++attempt) {
     std::vector<Socket> held(size_t(std::max(count, 1)));
-    const int32_t base = bind_loopback(held[0], 0);
-    if (base < 0) return unavailable(fmt::format("no free TCP port: {}", std::strerror(errno)));
-    bool all = base + count - 1 <= 65535;
-    for (int32_t i = 1; all && i < count; ++i) all = bind_loopback(held[size_t(i)], base + i) == base + i;
+    const int32_t base = pick(rng);
+    bool all = true;
+    for (int32_t i = 0; all && i < count; ++i) all = bind_loopback(held[size_t(i)], base + i) == base + i;
     if (all) return base;
   }
-  return unavailable(fmt::format("no {} free TCP ports in a row", count));
+  return unavailable(fmt::format("no {} free TCP ports in a row between {} and {}", count, kLowest, kHighest));
 }
 
 Expected<std::unique_ptr<Communicator>> connect_socket_group(const SocketGroupOptions& o) {
