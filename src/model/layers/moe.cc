@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "weights/mxfp4.h"
+
 namespace drift::model {
 
 backend::MoeRouteParams moe_routing(const weights::MoeConfig& moe) {
@@ -44,7 +46,7 @@ backend::MoeShape moe_shape(const MoeSpec& spec) {
 
 Status check_moe_spec(const MoeSpec& spec) {
   // Experts read as MXFP4 are split between whole blocks of 32 values (a block shares one scale).
-  if (spec.mxfp4 && !spec.places_experts() && spec.split.world > 1 && spec.local_ffn() % 32 != 0)
+  if (spec.mxfp4 && !spec.places_experts() && spec.split.world > 1 && spec.local_ffn() % weights::kMxfp4BlockValues != 0)
     return invalid_argument(fmt::format("each expert's width {} over {} tensor-parallel ranks leaves {}-wide shares, "
                                         "not whole MXFP4 blocks of 32 values; place the experts instead "
                                         "(--expert-parallel) or use fewer ranks",
