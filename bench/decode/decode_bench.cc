@@ -13,6 +13,7 @@
 // Weights are random. By default the Llama shapes are written as bf16 safetensors shards (16 threads) into
 // a RAM-backed folder and loaded through the ordinary loader; GPT-OSS, the MLA shapes and --loader random
 // draw them with WeightLoader::random from a written config.json.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -434,7 +435,11 @@ class ModelBench {
     decode_steps(prompt_, 3);  // warm-up, and the graph capture (rewritten below)
     const runner::ModelRunner::StepTimes before = runner_->step_times();
     const auto t0 = std::chrono::steady_clock::now();
+    // The timed steps alone are what a profiler started with its collection off sees
+    // (tools/gpu/profile_decode.sh: ncu --profile-from-start off); without one these do nothing.
+    DRIFT_CUDA_CHECK(cudaProfilerStart());
     decode_steps(prompt_, gen_);
+    DRIFT_CUDA_CHECK(cudaProfilerStop());
     Row r = decode_limits(batch, seconds_since(t0) / gen_);
     r.workload = label;
     // The runner's host work before the device can start each step (check, pack, upload, launch).

@@ -171,6 +171,11 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"sinks_prefill", 64, 8, 2, 16, {{70, 70}}, 0, true},
         AttentionCase{"sinks_decode", 64, 8, 2, 16, {{70, 1}, {1, 1}}, 0, true},
         AttentionCase{"sinks_window_decode_b1", 64, 64, 8, 16, {{300, 1}}, 128, true},
+        // A table far wider than the contexts: the launch's splits (chosen from the table's width) outnumber
+        // the splits with keys, down to one that normalises its own output.
+        AttentionCase{"decode_wide_table_one_split", 64, 64, 8, 16, {{20, 1}}, 0, true, 256},
+        AttentionCase{"decode_wide_table_mixed", 128, 32, 8, 16, {{33, 1}, {700, 1}, {1, 1}, {95, 1}}, 0, false, 256},
+        AttentionCase{"sinks_window_wide_table", 64, 64, 8, 16, {{3000, 1}, {40, 1}}, 128, true, 256},
         // q read in place from fused [q | k | v] rows (row stride (heads + 2 kv_heads) * head_dim).
         AttentionCase{"fused_rows_decode", 64, 32, 8, 16, decode_batch(8, 600, 3), 0, false, 0, 1.0f, 2 * 8 * 64},
         AttentionCase{"fused_rows_prefill", 128, 32, 8, 16, {{300, 37}, {90, 90}, {70, 1}}, 0, false, 0, 1.0f,

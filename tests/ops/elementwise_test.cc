@@ -55,7 +55,10 @@ TEST_F(ElementwiseTest, EmbeddingPartCopiesTheRanksRowsAndZeroesTheRest) {
 }
 
 TEST_F(ElementwiseTest, RmsNormMatchesCpu) {
-  for (auto [rows, hidden] : {std::array<int64_t, 2>{1, 2048}, {17, 4096}, {33, 128}, {5, 20}, {3, 1000}, {2, 1032}}) {
+  // Rows held in registers (1032 .. 8192: one, two or four vectors of 8 a thread, tails included), rows
+  // past that (12288: two passes), and warp rows (<= 1024).
+  for (auto [rows, hidden] : {std::array<int64_t, 2>{1, 2048}, {17, 4096}, {33, 128}, {5, 20}, {3, 1000}, {2, 1032},
+                              {1, 2880}, {3, 5120}, {2, 8192}, {2, 12288}}) {
     const auto x = random_values(rows * hidden, 3.0f);
     const auto w = random_values(hidden);
     auto c_x = cpu_f32(x, {rows, hidden});
@@ -74,7 +77,7 @@ TEST_F(ElementwiseTest, RmsNormMatchesCpu) {
 }
 
 TEST_F(ElementwiseTest, AddRmsNormUpdatesResidualAndNormalises) {
-  for (auto [rows, hidden] : {std::array<int64_t, 2>{1, 2048}, {9, 4096}, {7, 64}, {4, 20}}) {
+  for (auto [rows, hidden] : {std::array<int64_t, 2>{1, 2048}, {9, 4096}, {7, 64}, {4, 20}, {1, 2880}, {2, 8192}, {2, 12288}}) {
     const auto res = random_values(rows * hidden, 2.0f);
     const auto x = random_values(rows * hidden);
     const auto w = random_values(hidden);

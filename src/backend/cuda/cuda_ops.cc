@@ -486,7 +486,7 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   const int64_t slots = int64_t(num_sms_) * cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads, a.num_kv_heads);
   const int64_t max_keys = most_keys(a);
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim + 2);
-  int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, 64);
+  int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, cuda::kDecodeMaxSplits);
   max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
   int64_t splits = 1, best_cost = -1;
   for (int64_t s = 1; s <= max_splits; ++s) {

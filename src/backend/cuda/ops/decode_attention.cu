@@ -4,8 +4,9 @@
 // copying the next chunk's K/V into shared memory asynchronously while it computes on the current one
 // (scores into shared memory, an online softmax per head, then P V). The last split of a (token, kv head)
 // to finish merges the splits in the same launch (split counters), else a second kernel does. Split
-// boundaries come from the context length on the device, so the launch only depends on shapes and a
-// decode step can be captured into a CUDA graph (contract 11). Which keys a query sees (chains, draft
+// boundaries, and how many of the launch's splits get keys (kMinSplitKeys or more each; a lone one
+// normalises its own output), come from the context length on the device, so the launch only depends on
+// shapes and a decode step can be captured into a CUDA graph (contract 11). Which keys a query sees (chains, draft
 // trees, block-table views) is kernels/attention_keys.cuh's; a step with a tree mask or a view takes the
 // kGeneral instance, which checks each key, and a chain step the one that needs no check. DSA-lite's
 // sparse attention takes the kSparse instance: a split is a share of the query's list of selected
@@ -55,21 +56,76 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
-// out[row, d] from the num_splits partial results of row (= token * num_heads + head), the sink joining
-// the softmax. Partials are read through L2 (__ldcg): another CTA wrote them in this same launch.
-__device__ void merge_splits(const AttentionParams& p, int64_t row, int head, int d) {
-  const float* lse = p.partial_lse + row * p.num_splits * 2;
+// out[row, d] from the first `splits` partial results of row (= token * num_heads + head), the sink
+// joining the softmax (the merge kernel's; the decode kernel's own is merge_group). The loops are unrolled
+// so that several splits' loads are in flight at once; a split that saw no key (max -inf) weighs 0.
+__device__ void merge_splits(const AttentionParams& p, int64_t row, int head, int d, int splits) {
+  const float2* lse = reinterpret_cast<const float2*>(p.partial_lse + row * p.num_splits * 2);
+  const float* part = p.partial_out + row * p.num_splits * p.head_dim + d;
   float m = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, __ldcg(lse + 2 * s));
+#pragma unroll 8
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, __ldcg(lse + s).x);
   const float base = m == -INFINITY ? 0.0f : m;
   float l = p.sinks != nullptr ? exp2f(p.sinks[head] * kLog2e - base) : 0.0f;
   float o = 0.0f;
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float w = exp2f(__ldcg(lse + 2 * s) - base);
-    l += __ldcg(lse + 2 * s + 1) * w;
-    o += __ldcg(p.partial_out + (row * p.num_splits + s) * p.head_dim + d) * w;
+#pragma unroll 4
+  for (int s = 0; s < splits; ++s) {
+    const float2 ml = __ldcg(lse + s);
+    const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - base);
+    l += ml.y * w;
+    if (w > 0.0f) o += __ldcg(part + int64_t(s) * p.head_dim) * w;
   }
   p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+}
+
+// The last split's CTA merges the `splits` active splits of its (token, kv head) for every head of the
+// group: the splits' (max, sum) pairs come into shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits
+// floats) in one round of loads, a warp per head turns them into normalised weights (the sink joining the
+// softmax), then every output loads all its splits' partials at once. Partials are read through L2.
+template <int kGroup>
+__device__ void merge_group(const AttentionParams& p, int token, int kv_head, int splits, float* staging) {
+  const int group = p.num_heads / p.num_kv_heads;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int64_t row0 = int64_t(token) * p.num_heads + int64_t(kv_head) * group;
+  float* max_of = staging;                                    // [kGroup][kDecodeMaxSplits]
+  float* weight_of = staging + kGroup * kDecodeMaxSplits;    // sums, then normalised weights
+  const float2* lse = reinterpret_cast<const float2*>(p.partial_lse);
+  for (int i = tid; i < group * splits; i += blockDim.x) {
+    const int g = i / splits, s = i % splits;
+    const float2 ml = __ldcg(lse + (row0 + g) * p.num_splits + s);
+    max_of[g * kDecodeMaxSplits + s] = ml.x;
+    weight_of[g * kDecodeMaxSplits + s] = ml.y;
+  }
+  __syncthreads();
+  for (int g = warp; g < group; g += blockDim.x / 32) {
+    float* m = max_of + g * kDecodeMaxSplits;
+    float* w = weight_of + g * kDecodeMaxSplits;
+    const float sink = p.sinks != nullptr ? p.sinks[kv_head * group + g] * kLog2e : -INFINITY;
+    float mx = sink;
+    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, m[s]);
+    mx = warp_max(mx);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float l = 0.0f;
+    for (int s = lane; s < splits; s += 32) {
+      const float e = m[s] == -INFINITY ? 0.0f : exp2f(m[s] - base);
+      l += w[s] * e;
+      w[s] = e;
+    }
+    l = warp_sum(l) + (p.sinks != nullptr ? exp2f(sink - base) : 0.0f);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int s = lane; s < splits; s += 32) w[s] *= inv;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < group * p.head_dim; idx += blockDim.x) {
+    const int g = idx / p.head_dim, d = idx % p.head_dim;
+    const float* part = p.partial_out + (row0 + g) * p.num_splits * p.head_dim + d;
+    const float* w = weight_of + g * kDecodeMaxSplits;
+    float o = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s)
+      if (w[s] > 0.0f) o += w[s] * __ldcg(part + int64_t(s) * p.head_dim);
+    p.out[(row0 + g) * p.head_dim + d] = __float2bfloat16(o);
+  }
 }
 
 // The decode kernel's tiling for one (head-dim class, group class, cache type).
@@ -103,11 +159,16 @@ struct DecodeStages {
 struct SplitKeys {
   SeqKeys keys;
   int q_pos, begin, end;
+  int active;  // the splits that share the keys; splits past them have none
 };
 
-// The slots one CTA covers: its split's share of the slots its query may see, or of its selected list.
+// The slots one CTA covers: its split's share of the slots its query may see, or of its selected list,
+// over as many splits as have `min_keys` each (at least one). The launch's split count is chosen from the
+// longest context the block table allows (a capturable shape), so a short context or a sliding window
+// would otherwise leave each of up to 64 splits a few keys and the merge many partials (GPT-OSS's
+// 128-key window, or 512 keys of a 128k table).
 template <KeyRule kRule>
-__device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int token, int split) {
+__device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int token, int split, int min_keys) {
   SplitKeys s;
   int first = 0, last = 0;
   if constexpr (kRule == KeyRule::kSparse) {
@@ -122,7 +183,8 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int to
     slot_range(p, s.keys, s.q_pos, s.q_pos, first, last);
   }
   const int num_slots = max(0, last - first);
-  const int per_split = (num_slots + p.num_splits - 1) / p.num_splits;
+  s.active = max(1, min(p.num_splits, (num_slots + min_keys - 1) / min_keys));
+  const int per_split = (num_slots + s.active - 1) / s.active;
   s.begin = first + split * per_split;
   s.end = min(first + num_slots, s.begin + per_split);
   return s;
@@ -249,7 +311,13 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
   const bool dim_valid = dim_lane * 8 < p.head_dim;
-  const SplitKeys sk = split_keys<kRule>(p, token, split);
+  // Two chunks a split at least: a CTA with one has nothing to load while it computes.
+  const SplitKeys sk = split_keys<kRule>(p, token, split, 2 * kChunk);
+  // With split counters the merge counts only the active splits; without them (a second kernel merges
+  // every split) an idle split still writes its empty partial.
+  if (split >= sk.active && p.split_counters != nullptr) return;
+  // The only active split normalises its own output.
+  const bool alone = p.num_splits == 1 || (sk.active == 1 && p.split_counters != nullptr);
   const int begin = sk.begin, end = sk.end;
   auto visible = [&](int slot) {
     if constexpr (kRule == KeyRule::kChain) return true;
@@ -379,7 +447,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     for (int kl = 0; kl < kKeysPerPass; ++kl) o += reduce[kl][g][d];
     const int h = kv_head * group + g;
     const int64_t row = int64_t(token) * p.num_heads + h;
-    if (p.num_splits == 1) {
+    if (alone) {
       float m = max_s[g], l = sum_s[g];
       if (p.sinks != nullptr) {
         const float sink = p.sinks[h] * kLog2e;
@@ -397,7 +465,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
       }
     }
   }
-  if (p.num_splits == 1 || p.split_counters == nullptr) return;
+  if (alone || p.split_counters == nullptr) return;
 
   // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
   // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
@@ -405,14 +473,12 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   __threadfence();
   __syncthreads();
   int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
-  if (tid == 0) is_last = atomicAdd(counter, 1) == p.num_splits - 1;
+  if (tid == 0) is_last = atomicAdd(counter, 1) == sk.active - 1;
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
-    const int h = kv_head * group + idx / p.head_dim;
-    merge_splits(p, int64_t(token) * p.num_heads + h, h, idx % p.head_dim);
-  }
+  static_assert(St::kSmemBytes >= 2 * kGroup * kDecodeMaxSplits * 4, "merge staging fits the stages");
+  merge_group<kGroup>(p, token, kv_head, sk.active, reinterpret_cast<float*>(stages));
   if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
@@ -422,7 +488,7 @@ __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParam
   pdl_launch_dependents();
   pdl_wait();
   const int64_t row = int64_t(blockIdx.x) * p.num_heads + blockIdx.y;
-  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) merge_splits(p, row, int(blockIdx.y), d);
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) merge_splits(p, row, int(blockIdx.y), d, p.num_splits);
 }
 
 template <int kDim, KeyRule kRule, bool kFp8>

@@ -289,6 +289,7 @@ int32_t mla_attention_mma_heads_per_cta();
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+constexpr int32_t kDecodeMaxSplits = 64;  // the decode kernel's in-launch merge stages this many splits' weights
 // Sparse attention (DSA-lite; p.selected set) runs on the decode kernel for GQA caches and on the latent
 // kernels for a shared latent: each CTA walks its split of a query's list instead of a range of slots.
 
