@@ -41,6 +41,7 @@ Expected<NodeGroup> join_nodes(const EngineConfig& config) {
   NodeGroup g;
   DRIFT_ASSIGN_OR_RETURN(g.control, backend::connect_socket_group(o));
   o.master_port += 1;
+  o.joined_before = g.control.get();  // a follower gives up on the layers' port once the leader has gone
   DRIFT_ASSIGN_OR_RETURN(g.backend, make_node_backend(config.device, o, *g.control));
   return g;
 }

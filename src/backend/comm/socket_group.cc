@@ -151,6 +151,10 @@ Expected<Socket> reach_rank0(const SocketGroupOptions& o) {
     if (std::chrono::steady_clock::now() >= deadline)
       return unavailable(fmt::format("rank {} could not reach rank 0 at {}:{} within {} s: {}", o.rank, o.master_addr,
                                      o.master_port, o.timeout.count(), std::strerror(errno)));
+    if (o.joined_before != nullptr && rank0_hung_up(*o.joined_before))
+      return unavailable(fmt::format("rank {}: rank 0 closed the group joined before, without listening at {}:{}: it "
+                                     "failed or left",
+                                     o.rank, o.master_addr, o.master_port));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
@@ -206,6 +210,17 @@ class SocketCommunicator final : public Communicator {
 
   void abort(const std::string& reason) override {
     fail(fmt::format("the group of rank {} was aborted: {}", rank_, reason));
+  }
+
+  // Rank 0's end of this rank's connection is closed: reading would return end of file (or an error)
+  // without blocking; bytes waiting to be read do not count as a hang-up.
+  bool rank0_closed() const {
+    if (rank_ == 0 || !peers_[0].valid()) return false;
+    pollfd fd{.fd = peers_[0].fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
+    if (::poll(&fd, 1, 0) <= 0) return false;
+    if ((fd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) return true;
+    char byte = 0;
+    return ::recv(fd.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
   }
 
  private:
@@ -270,6 +285,11 @@ class SocketCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+bool rank0_hung_up(const Communicator& group) {
+  const auto* sockets = dynamic_cast<const SocketCommunicator*>(&group);
+  return sockets != nullptr && sockets->rank0_closed();
+}
 
 namespace {
 

@@ -114,5 +114,37 @@ TEST(SocketGroup, NoRankZeroIsAnErrorAfterTheTimeoutNotAHang) {
   EXPECT_NE(comm.status().message().find("1 of 2 ranks joined"), std::string::npos) << comm.status().message();
 }
 
+// A multi-node engine joins a second group (the layers') after its control group: a rank whose rank 0
+// failed in between learns it from the first group's closed connection, not from the second's timeout.
+TEST(SocketGroup, ARankStopsRetryingOnceRankZeroClosedTheGroupJoinedBefore) {
+  auto ports = pick_free_port(2);
+  ASSERT_TRUE(ports.ok()) << ports.status().to_string();
+  auto leader = std::async(std::launch::async, [&] { return connect_socket_group(options(2, 0, *ports)); });
+  auto control = connect_socket_group(options(2, 1, *ports));
+  ASSERT_TRUE(control.ok()) << control.status().to_string();
+  auto leader_group = leader.get();
+  ASSERT_TRUE(leader_group.ok()) << leader_group.status().to_string();
+  EXPECT_FALSE(rank0_hung_up(**control));
+  EXPECT_FALSE(rank0_hung_up(**leader_group));  // rank 0 itself: never
+
+  SocketGroupOptions layers = options(2, 1, *ports + 1);
+  layers.joined_before = control->get();
+  layers.timeout = std::chrono::seconds(1);
+  auto waited = connect_socket_group(layers);  // rank 0 alive but not listening: the timeout decides
+  ASSERT_FALSE(waited.ok());
+  EXPECT_NE(waited.status().message().find("could not reach rank 0"), std::string::npos) << waited.status().message();
+
+  leader_group->reset();  // rank 0 fails before it listens for the layers' group
+  layers.timeout = std::chrono::seconds(60);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto gave_up = connect_socket_group(layers);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(gave_up.ok());
+  EXPECT_NE(gave_up.status().message().find("rank 0 closed the group joined before"), std::string::npos)
+      << gave_up.status().message();
+  EXPECT_TRUE(rank0_hung_up(**control));
+  EXPECT_LT(seconds, 30.0) << "it waited for the timeout instead";
+}
+
 }  // namespace
 }  // namespace drift::backend
