@@ -706,7 +706,8 @@ void add_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"fast", "random"}));
   app.add_option("--roofline", o.roof, "time each op of a decode step alone (per model shape)");
   app.add_option("--moe-kernels", o.moe_kernels, "MoE shapes: batch-1 forward-only graph rows with the one-token experts on and off");
-  app.add_option("--ablate", o.ablate, "batch-1 forward-only graph rows with PDL and the SwiGLU GEMV epilogue each switched");
+  app.add_option("--ablate", o.ablate,
+                 "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
   app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", o.markdown, "write the table here too");
   app.add_option("--eagle", o.eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
@@ -729,8 +730,8 @@ void add_options(CLI::App& app, Options& o) {
 
 void print_row(const Row& r) { std::printf("  %-10s %9.1f tok/s\n", r.workload.c_str(), r.tok_s); }
 
-// Each switch alone against the defaults, and both off: the forward of one decode token, replayed from a
-// graph captured under that setting.
+// Each switch alone against the defaults, and PDL with the SwiGLU epilogue both off, then the GEMV's other
+// split rule: the forward of one decode token, replayed from a graph captured under that setting.
 void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
   struct Setting {
     bool pdl, fuse;
@@ -751,6 +752,13 @@ void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
   }
   backend::cuda::set_pdl_enabled(pdl0);
   ops.set_fuse_swiglu_gemv(fuse0);
+  ops.set_gemv_split_by_iterations(!ops.options().gemv_split_by_iterations);
+  Row r = b.decode_forward_only(1, true);
+  r.workload = fmt::format("decode b=1 forward, graph: GEMV split by {}",
+                           ops.options().gemv_split_by_iterations ? "warp iterations" : "bytes per CTA");
+  rows.push_back(r);
+  print_row(r);
+  ops.set_gemv_split_by_iterations(!ops.options().gemv_split_by_iterations);
 }
 
 // Routed experts at one token (CudaOptions::moe_one_token_kernels): the forward of one decode step,

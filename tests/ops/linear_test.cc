@@ -23,6 +23,8 @@ using LinearTest = CudaOpsTest;
 TEST_F(LinearTest, LinearMatchesCpu) {
   auto no_gemv = backend::make_cuda_ops({.small_batch_gemv = false});
   ASSERT_TRUE(no_gemv.ok());
+  auto by_iterations = backend::make_cuda_ops({.gemv_split_by_iterations = true});  // the other split rule
+  ASSERT_TRUE(by_iterations.ok());
   for (const LinearCase& c : {LinearCase{1, 3072, 2048, false, false}, LinearCase{2, 512, 2048, true, false},
                               LinearCase{3, 100, 64, false, false}, LinearCase{4, 1000, 14336, false, false},
                               LinearCase{1, 704, 64, false, true}, LinearCase{3, 704, 64, true, true},
@@ -30,7 +32,8 @@ TEST_F(LinearTest, LinearMatchesCpu) {
                               LinearCase{64, 256, 1024, false, false}, LinearCase{130, 384, 72, false, false},
                               LinearCase{7, 96, 24, true, false}, LinearCase{1, 128256 / 8, 2048, false, true},
                               LinearCase{2, 300, 20480, true, false}, LinearCase{1, 4104, 14336, false, false},
-                              LinearCase{4, 2053, 4096, true, true}}) {
+                              LinearCase{4, 2053, 4096, true, true}, LinearCase{1, 5120, 2880, true, false},
+                              LinearCase{1, 32, 2880, true, true}, LinearCase{2, 2880, 4096, true, false}}) {
     const auto x = random_values(c.m * c.k), w = random_values(c.n * c.k, 0.05f), b = random_values(c.n);
     auto c_x = cpu_f32(x, {c.m, c.k});
     auto c_w = cpu_f32(w, {c.n, c.k});
@@ -44,14 +47,14 @@ TEST_F(LinearTest, LinearMatchesCpu) {
     auto g_b = gpu_bf16(b, {c.n});
     const DType out_type = c.out_f32 ? DType::kF32 : DType::kBF16;
     const double tolerance = c.out_f32 ? kGemmF32 : kGemmBf16;
-    for (backend::Ops* ops : {gpu_.get(), no_gemv->get()}) {
+    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_iterations->get()}) {
       auto g_out = gpu_poisoned(out_type, {c.m, c.n});
       gpu_->synchronize();  // inputs and poison were queued on gpu_'s stream
       ops->linear(g_x.view, g_w.view, c.bias ? g_b.view : Tensor(), g_out.view);
       ops->synchronize();
       EXPECT_CLOSE(read_gpu(g_out.view), want, tolerance)
           << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias << " f32=" << c.out_f32
-          << (ops == gpu_.get() ? " (gemv allowed)" : " (cuBLASLt)");
+          << (ops == gpu_.get() ? " (gemv allowed)" : ops == no_gemv->get() ? " (cuBLASLt)" : " (gemv split by iterations)");
     }
   }
 }
@@ -59,6 +62,8 @@ TEST_F(LinearTest, LinearMatchesCpu) {
 TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
   auto unfused_ops = backend::make_cuda_ops({.fuse_swiglu_gemv = false});
   ASSERT_TRUE(unfused_ops.ok());
+  auto by_iterations = backend::make_cuda_ops({.gemv_split_by_iterations = true});
+  ASSERT_TRUE(by_iterations.ok());
   for (auto [m, ffn, k, bias] : {std::array<int64_t, 4>{1, 8192, 2048, 0}, {2, 1000, 64, 1}, {3, 513, 4096, 0},
                                  {4, 2048, 1024, 1}, {1, 7, 14336, 0}, {9, 256, 512, 1}}) {
     const auto x = random_values(m * k), w = random_values(2 * ffn * k, 0.05f), b = random_values(2 * ffn);
@@ -74,7 +79,7 @@ TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
     auto g_w = gpu_bf16(w, {2 * ffn, k});
     auto g_b = gpu_bf16(b, {2 * ffn});
     std::vector<std::vector<float>> results;
-    for (backend::Ops* ops : {gpu_.get(), unfused_ops->get()}) {
+    for (backend::Ops* ops : {gpu_.get(), unfused_ops->get(), by_iterations->get()}) {
       auto gate_up = gpu_poisoned(DType::kBF16, {m, 2 * ffn});
       auto act = gpu_poisoned(DType::kBF16, {m, ffn});
       gpu_->synchronize();
@@ -82,11 +87,13 @@ TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
       ops->synchronize();
       results.push_back(read_gpu(act.view));
       EXPECT_CLOSE(results.back(), want, kGemmBf16)
-          << "m=" << m << " ffn=" << ffn << " k=" << k << (ops == gpu_.get() ? " fused" : " unfused");
+          << "m=" << m << " ffn=" << ffn << " k=" << k
+          << (ops == gpu_.get() ? " fused" : ops == unfused_ops->get() ? " unfused" : " fused, split by iterations");
     }
     // The fused GEMV rounds gate and up to bf16 as the unfused pair does: the same bits.
     if (m <= 4) {
       EXPECT_EQ(results[0], results[1]) << "m=" << m << " ffn=" << ffn << " k=" << k;
+      EXPECT_EQ(results[2], results[1]) << "m=" << m << " ffn=" << ffn << " k=" << k << " (split by iterations)";
     }
   }
 }

@@ -194,7 +194,8 @@ void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const
   }
   cuda::run(cuda::GemmParams{.x = bf16_ptr(x), .w = bf16_ptr(w), .bias = bias.defined() ? bf16_ptr(bias) : nullptr,
                              .out = out.data, .m = m, .n = n, .k = k, .out_f32 = out.dtype == DType::kF32,
-                             .allow_gemv = options_.small_batch_gemv, .lt = lt_.get()},
+                             .allow_gemv = options_.small_batch_gemv,
+                             .split_by_iterations = options_.gemv_split_by_iterations, .lt = lt_.get()},
             stream_);
 }
 
@@ -266,7 +267,8 @@ void CudaOps::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bi
   }
   const cuda::GemmParams gemm{.x = bf16_ptr(x), .w = bf16_ptr(w), .bias = bias.defined() ? bf16_ptr(bias) : nullptr,
                               .out = act.data, .m = m, .n = n, .k = k, .allow_gemv = options_.small_batch_gemv,
-                              .swiglu = true, .lt = lt_.get()};
+                              .swiglu = true, .split_by_iterations = options_.gemv_split_by_iterations,
+                              .lt = lt_.get()};
   if (!options_.fuse_swiglu_gemv || !cuda::gemv_supports(gemm)) {  // cuBLASLt (many rows) or unfused
     Ops::linear_silu_mul(x, w, bias, gate_up, act);
     return;

@@ -27,6 +27,9 @@ struct CudaOptions {
   // linear_silu_mul of at most 4 rows as one GEMV whose CTAs hold each gate row with its up row and
   // write the activation (else the GEMV, then silu_mul).
   bool fuse_swiglu_gemv = true;
+  // The GEMV's warps per weight row picked by each warp's load iterations (a short row split less far,
+  // any matrix as many CTAs as fill the GPU) instead of by bytes per CTA with a 16 KB floor per CTA.
+  bool gemv_split_by_iterations = false;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
@@ -114,6 +117,7 @@ class CudaOps final : public Ops {
   // Benchmarks compare the GEMV kernel with cuBLASLt on the same loaded model.
   void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
+  void set_gemv_split_by_iterations(bool on) { options_.gemv_split_by_iterations = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }

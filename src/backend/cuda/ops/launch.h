@@ -105,6 +105,7 @@ struct GemmParams {
   bool out_f32 = false;
   bool allow_gemv = true;      // may take the small-m kernel instead of cuBLASLt
   bool swiglu = false;         // w is [gate; up]: out = silu(x @ gate^T) * (x @ up^T) (GEMV path only)
+  bool split_by_iterations = false;  // the GEMV's split rule (CudaOptions::gemv_split_by_iterations)
   CublasLt* lt = nullptr;      // handle, workspace and plan cache
 };
 void run(const GemmParams& p, cudaStream_t stream);

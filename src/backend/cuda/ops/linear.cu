@@ -190,6 +190,11 @@ int gemv_ctas_per_sm(const GemmParams& p) {
 // down_proj on 396 slots: 1024 CTAs of 4 rows take 3 waves of 4 rows, 4096 CTAs of one row 11 of 1), with
 // CTAs of at least 16 KB (launching a CTA has a cost) and every lane given at least one 16-byte load.
 // Ties go to more warps per row: more loads in flight for the same bytes. A SwiGLU CTA needs two rows.
+//
+// split_by_iterations instead: each warp's time is about its CTA's waves times the iterations of
+// 32 x kGemvUnroll chunks its slice of a row takes, with no floor on a CTA's bytes: a short row (GPT-OSS's
+// 2880 values) split too far leaves lanes idle in the last iteration, and a small matrix (a router's 32
+// rows) spreads over as many CTAs as it has warps to give.
 int gemv_warps_per_row(const GemmParams& p) {
   const int64_t chunks = p.k / 8, row_bytes = 2 * p.k;
   const int64_t slots = int64_t(p.lt->num_sms()) * gemv_ctas_per_sm(p);
@@ -197,9 +202,11 @@ int gemv_warps_per_row(const GemmParams& p) {
   int64_t best_cost = -1;
   for (int wpr = 1; wpr <= (p.swiglu ? kGemvWarps / 2 : kGemvWarps); wpr *= 2) {
     const int64_t rows_per_cta = kGemvWarps / wpr;
-    if (wpr > 1 && (chunks / wpr < 32 || rows_per_cta * row_bytes < (16 << 10))) break;
-    const int64_t ctas = ceil_div(p.n, rows_per_cta);
-    const int64_t cost = ceil_div(ctas, slots) * rows_per_cta;
+    if (wpr > 1 && chunks / wpr < 32) break;
+    if (wpr > 1 && !p.split_by_iterations && rows_per_cta * row_bytes < (16 << 10)) break;
+    const int64_t ctas = p.swiglu ? ceil_div(p.n / 2, rows_per_cta / 2) : ceil_div(p.n, rows_per_cta);
+    const int64_t iterations = ceil_div(ceil_div(chunks, wpr), int64_t(32 * kGemvUnroll));
+    const int64_t cost = ceil_div(ctas, slots) * (p.split_by_iterations ? iterations : rows_per_cta);
     if (best_cost < 0 || cost <= best_cost) {
       best_cost = cost;
       best = wpr;
