@@ -95,6 +95,21 @@ Expected<addrinfo*> resolve(const SocketGroupOptions& o, bool passive) {
   return found;
 }
 
+// How often a rank waiting to form a group looks at the group joined before.
+constexpr int64_t kWatchMs = 100;
+
+// Whether rank `peer` hung up on this rank in the group joined before (none: never).
+bool peer_hung_up_before(const SocketGroupOptions& o, int32_t peer) {
+  return o.joined_before != nullptr && peer_hung_up(*o.joined_before, peer);
+}
+
+// Rank 0: a rank that has not joined and has hung up on the group joined before, or 0.
+int32_t rank_gone(const SocketGroupOptions& o, const std::vector<Socket>& joined) {
+  for (int32_t r = 1; r < o.world; ++r)
+    if (!joined[size_t(r)].valid() && peer_hung_up_before(o, r)) return r;
+  return 0;
+}
+
 // Rank 0: listens and accepts every other rank, each naming itself in its hello.
 Expected<std::vector<Socket>> accept_ranks(const SocketGroupOptions& o) {
   DRIFT_ASSIGN_OR_RETURN(addrinfo * addr, resolve(o, true));
@@ -110,10 +125,15 @@ Expected<std::vector<Socket>> accept_ranks(const SocketGroupOptions& o) {
   const auto deadline = std::chrono::steady_clock::now() + o.timeout;
   for (int32_t joined = 1; joined < o.world;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    pollfd p{listener.fd(), POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, int(left.count())) <= 0)
+    if (left.count() <= 0)
       return unavailable(fmt::format("rank 0 waited {} s at {}:{}; {} of {} ranks joined", o.timeout.count(),
                                      o.master_addr, o.master_port, joined, o.world));
+    if (const int32_t gone = rank_gone(o, peers); gone > 0)
+      return unavailable(fmt::format("rank 0: rank {} closed the group joined before, without joining at {}:{}: it "
+                                     "failed or left",
+                                     gone, o.master_addr, o.master_port));
+    pollfd p{listener.fd(), POLLIN, 0};
+    if (::poll(&p, 1, int(std::min<int64_t>(left.count(), kWatchMs))) <= 0) continue;
     Socket peer(::accept(listener.fd(), nullptr, nullptr));
     if (!peer.valid()) continue;
     set_options(peer.fd(), o.timeout);
@@ -151,11 +171,11 @@ Expected<Socket> reach_rank0(const SocketGroupOptions& o) {
     if (std::chrono::steady_clock::now() >= deadline)
       return unavailable(fmt::format("rank {} could not reach rank 0 at {}:{} within {} s: {}", o.rank, o.master_addr,
                                      o.master_port, o.timeout.count(), std::strerror(errno)));
-    if (o.joined_before != nullptr && rank0_hung_up(*o.joined_before))
+    if (peer_hung_up_before(o, 0))
       return unavailable(fmt::format("rank {}: rank 0 closed the group joined before, without listening at {}:{}: it "
                                      "failed or left",
                                      o.rank, o.master_addr, o.master_port));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kWatchMs));
   }
 }
 
@@ -212,11 +232,12 @@ class SocketCommunicator final : public Communicator {
     fail(fmt::format("the group of rank {} was aborted: {}", rank_, reason));
   }
 
-  // Rank 0's end of this rank's connection is closed: reading would return end of file (or an error)
+  // Rank r's end of the connection to it is closed: reading would return end of file (or an error)
   // without blocking; bytes waiting to be read do not count as a hang-up.
-  bool rank0_closed() const {
-    if (rank_ == 0 || !peers_[0].valid()) return false;
-    pollfd fd{.fd = peers_[0].fd(), .events = POLLIN | POLLRDHUP, .revents = 0};
+  bool closed_by(int32_t r) const {
+    if (r < 0 || r >= world_ || r == rank_ || (rank_ != 0 && r != 0) || !peers_[size_t(rank_ == 0 ? r : 0)].valid())
+      return false;
+    pollfd fd{.fd = fd_of(r), .events = POLLIN | POLLRDHUP, .revents = 0};
     if (::poll(&fd, 1, 0) <= 0) return false;
     if ((fd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) return true;
     char byte = 0;
@@ -286,10 +307,11 @@ class SocketCommunicator final : public Communicator {
 
 }  // namespace
 
-bool rank0_hung_up(const Communicator& group) {
+bool peer_hung_up(const Communicator& group, int32_t peer) {
   const auto* sockets = dynamic_cast<const SocketCommunicator*>(&group);
-  return sockets != nullptr && sockets->rank0_closed();
+  return sockets != nullptr && sockets->closed_by(peer);
 }
+
 
 namespace {
 

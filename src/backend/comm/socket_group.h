@@ -27,14 +27,16 @@ struct SocketGroupOptions {
   // How long rank 0 waits for every rank to join, a rank retries reaching rank 0, and any collective
   // waits for a peer's bytes.
   std::chrono::seconds timeout{600};
-  // A group this rank joined before with the same rank 0 (a multi-node engine's control channel): a rank
-  // > 0 stops retrying once rank 0 has hung up on it there, since rank 0 failed before it listened here.
+  // A group of the same ranks joined before (a multi-node engine's control channel): a rank > 0 stops
+  // retrying once rank 0 has hung up on it there (rank 0 failed before it listened here), and rank 0
+  // stops waiting once a rank that has not joined yet hung up there.
   const Communicator* joined_before = nullptr;
 };
 
-// Whether rank 0 of `group` closed its connection to this rank: for a rank > 0 of a socket group whose
-// connection has seen the peer's end; false for rank 0, for other transports and while it is open.
-bool rank0_hung_up(const Communicator& group);
+// Whether rank `peer` of `group` closed its connection to this rank: true once a socket group's
+// connection to it has seen the peer's end; false while it is open, for a rank this one holds no
+// connection to (ranks > 0 hold only rank 0's) and for other transports.
+bool peer_hung_up(const Communicator& group, int32_t peer);
 
 // A TCP port of this machine, with the `count` - 1 after it, that nothing listens on now, for groups whose
 // nodes are processes of one machine, as the tests run them (a multi-node engine uses two: control, data).

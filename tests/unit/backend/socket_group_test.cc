@@ -124,8 +124,9 @@ TEST(SocketGroup, ARankStopsRetryingOnceRankZeroClosedTheGroupJoinedBefore) {
   ASSERT_TRUE(control.ok()) << control.status().to_string();
   auto leader_group = leader.get();
   ASSERT_TRUE(leader_group.ok()) << leader_group.status().to_string();
-  EXPECT_FALSE(rank0_hung_up(**control));
-  EXPECT_FALSE(rank0_hung_up(**leader_group));  // rank 0 itself: never
+  EXPECT_FALSE(peer_hung_up(**control, 0));
+  EXPECT_FALSE(peer_hung_up(**leader_group, 1));
+  EXPECT_FALSE(peer_hung_up(**control, 1));  // itself: never
 
   SocketGroupOptions layers = options(2, 1, *ports + 1);
   layers.joined_before = control->get();
@@ -142,7 +143,34 @@ TEST(SocketGroup, ARankStopsRetryingOnceRankZeroClosedTheGroupJoinedBefore) {
   ASSERT_FALSE(gave_up.ok());
   EXPECT_NE(gave_up.status().message().find("rank 0 closed the group joined before"), std::string::npos)
       << gave_up.status().message();
-  EXPECT_TRUE(rank0_hung_up(**control));
+  EXPECT_TRUE(peer_hung_up(**control, 0));
+  EXPECT_LT(seconds, 30.0) << "it waited for the timeout instead";
+}
+
+// The other way round: rank 0 waiting for the layers' group learns that a rank which has not joined it
+// yet left the control group.
+TEST(SocketGroup, RankZeroStopsWaitingOnceARankClosedTheGroupJoinedBefore) {
+  auto ports = pick_free_port(2);
+  ASSERT_TRUE(ports.ok()) << ports.status().to_string();
+  auto follower = std::async(std::launch::async, [&] { return connect_socket_group(options(3, 1, *ports)); });
+  auto other = std::async(std::launch::async, [&] { return connect_socket_group(options(3, 2, *ports)); });
+  auto control = connect_socket_group(options(3, 0, *ports));
+  ASSERT_TRUE(control.ok()) << control.status().to_string();
+  auto follower_group = follower.get(), other_group = other.get();
+  ASSERT_TRUE(follower_group.ok() && other_group.ok());
+
+  follower_group->reset();  // rank 1 fails before it joins the layers' group; rank 2 stays
+  SocketGroupOptions layers = options(3, 0, *ports + 1);
+  layers.joined_before = control->get();
+  layers.timeout = std::chrono::seconds(60);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto gave_up = connect_socket_group(layers);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(gave_up.ok());
+  EXPECT_NE(gave_up.status().message().find("rank 1 closed the group joined before"), std::string::npos)
+      << gave_up.status().message();
+  EXPECT_TRUE(peer_hung_up(**control, 1));
+  EXPECT_FALSE(peer_hung_up(**control, 2));
   EXPECT_LT(seconds, 30.0) << "it waited for the timeout instead";
 }
 
