@@ -90,13 +90,10 @@ Status check_specpv(const EngineConfig& config) {
   return Status::Ok();
 }
 
-// Retrofit layers are not split over ranks yet. DSA-lite's indexer and sparse attention read a sequence's
-// whole block table (chains and EAGLE-3 draft trees alike); SpecPV's partial views would be read as whole
-// tables, so that pairing is refused here rather than run wrong.
+// DSA-lite's indexer and sparse attention read a sequence's whole block table (chains and EAGLE-3 draft
+// trees alike); SpecPV's partial views would be read as whole tables, so that pairing is refused here
+// rather than run wrong.
 Status check_retrofit_modes(const EngineConfig& config) {
-  if (!config.retrofit_file.empty() && config.tensor_parallel > 1)
-    return unsupported(fmt::format("retrofit {} does not run with tensor_parallel {} yet", config.retrofit_file,
-                                   config.tensor_parallel));
   if (config.retrofit_file.empty() || !config.specpv.enabled()) return Status::Ok();
   DRIFT_ASSIGN_OR_RETURN(const weights::RetrofitConfig retrofit, weights::read_retrofit_config(config.retrofit_file));
   if (retrofit.dsa_lite)

@@ -59,6 +59,7 @@ class DecoderModel final : public Model {
     if (c.retrofit && c.retrofit->mla_lite) {
       mla_lite_ = mla_lite_spec(c);
       mla_lite_.rope = mla_lite_rope(freqs, positions);
+      mla_lite_.split = split_;
     }
     if (c.retrofit && c.retrofit->dsa_lite) dsa_ = dsa_indexer_spec(c);
     if (c.moe) {

@@ -49,13 +49,16 @@ void append_part(const float* whole, const std::vector<int64_t>& shape, const Sh
   }
 }
 
-// The tensor `name`, checked against `shape`; a per-head view [heads, rows, cols] also matches the stored
-// [heads * rows, cols] (MLA reads its heads' rows of q_b_proj and kv_b_proj so).
+// The tensor `name`, checked against `shape`; a per-head view [heads, rows, ...] also matches the stored
+// [heads * rows, ...] (MLA reads its heads' rows of q_b_proj and kv_b_proj so, MLA-lite its heads' q_proj
+// bias as [heads, head_dim]).
 Expected<const weights::TensorInfo*> find_tensor(const weights::WeightStore& store, const std::string& name,
                                                   const std::vector<int64_t>& shape) {
-  if (shape.size() == 3) {
+  if (shape.size() >= 2) {
+    std::vector<int64_t> merged{shape[0] * shape[1]};
+    merged.insert(merged.end(), shape.begin() + 2, shape.end());
     Expected<const weights::TensorInfo*> info = store.get(name);
-    if (info.ok() && (*info)->shape == std::vector<int64_t>{shape[0] * shape[1], shape[2]}) return info;
+    if (info.ok() && (*info)->shape == merged) return info;
   }
   return store.get(name, shape);
 }

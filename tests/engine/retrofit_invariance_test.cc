@@ -1,8 +1,8 @@
 // Contract 8 with each retrofit on (MLA-lite, DSA-lite with a top-k well under the prompts, both, and
 // both on Qwen2, whose q/k/v biases MLA-lite carries): a request's greedy output is the same alone, in a
 // batch, with prefix reuse (served from the cache the second time), with prefill chunks of 7 tokens and
-// with prompt-lookup speculation (EAGLE-3 trees: retrofit_eagle3_test.cc). DSA-lite with SpecPV's partial
-// views and either retrofit with tensor parallelism are refused by name.
+// with prompt-lookup speculation (EAGLE-3 trees: retrofit_eagle3_test.cc), and over two tensor-parallel
+// ranks. DSA-lite with SpecPV's partial views is refused by name.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -70,6 +70,15 @@ TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
   auto ngram = Engine::create(speculative);
   ASSERT_TRUE(ngram.ok()) << ngram.status().to_string();
   EXPECT_EQ(tokens_of(run_all(**ngram, requests())), alone) << "prompt-lookup speculation";
+
+  // Split over two ranks: each computes half of the query heads over the replicated latent (MLA-lite) and
+  // the same top-k (DSA-lite's indexer is replicated).
+  EngineConfig split = base;
+  split.tensor_parallel = 2;
+  auto tp = Engine::create(split);
+  ASSERT_TRUE(tp.ok()) << tp.status().to_string();
+  EXPECT_EQ(tokens_of(run_all(**tp, requests())), alone) << "over 2 tensor-parallel ranks";
+  EXPECT_EQ(wait_until_idle(**tp).kv_blocks_used, 0) << "a block leaked";
 }
 
 TEST(RetrofitModes, DsaLiteWithSpecPvIsRefusedByName) {
@@ -85,14 +94,6 @@ TEST(RetrofitModes, DsaLiteWithSpecPvIsRefusedByName) {
   mla.speculative.method = "ngram";
   mla.specpv.min_context = 64;
   EXPECT_TRUE(Engine::create(mla).ok());
-}
-
-TEST(RetrofitModes, TensorParallelIsRefusedByName) {
-  EngineConfig c = config_with({}, "mla_tp");
-  c.tensor_parallel = 2;
-  auto engine = Engine::create(c);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_NE(engine.status().message().find("tensor_parallel 2"), std::string::npos) << engine.status().to_string();
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -20,6 +20,8 @@
 #include "backend/comm/socket_group.h"
 #include "backend/comm/thread_group.h"
 #include "fixture_model.h"
+#include "model_copy.h"
+#include "retrofit_file.h"
 #include "model/layer_plan.h"
 #include "model/layers/moe.h"
 #include "model/registry.h"
@@ -145,6 +147,49 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// The retrofits split over ranks as the model's own attention does: each rank's share of the query heads
+// reads the replicated latent and RoPE parts (MLA-lite) and the top-k of the replicated indexer (DSA-lite),
+// and the logits are one rank's within kTolerance, through chunks of 5 — on Llama (its 4 heads over 2 and
+// over 4 ranks, the latter with the 2 KV heads' groups shared) and on Qwen2 (3 of its 6 heads a rank,
+// q/k/v biases carried, V's folded into o_proj's per rank).
+struct RetrofitSplitCase {
+  const char* fixture;
+  int32_t world;
+  RetrofitRecipe recipe;
+  const char* name;
+};
+
+class RetrofitSplitTest : public ::testing::TestWithParam<RetrofitSplitCase> {};
+
+TEST_P(RetrofitSplitTest, LogitsMatchOneRank) {
+  const RetrofitSplitCase& c = GetParam();
+  model::LoadOptions options;
+  options.retrofit_file = fresh_temp_dir("retrofit_split") + "/" + c.name + ".safetensors";
+  ASSERT_TRUE(write_test_retrofit(fixture_dir(c.fixture), options.retrofit_file, c.recipe).ok());
+  auto one = load_split(c.fixture, 1, options);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  auto split = load_split(c.fixture, c.world, options);
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  const FixtureModel golden = load_fixture(c.fixture);
+  for (const GoldenPrompt& p : golden.prompts) {
+    const std::vector<float> want = prompt_logits(*one->runner, p.ids, int32_t(p.ids.size()));
+    const std::vector<float> got = prompt_logits(*split->runner, p.ids, 5);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_LE(relative_max_error(got.data(), want.data(), want.size()), kTolerance)
+        << c.name << " over " << c.world << " ranks, prompt of " << p.ids.size();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Retrofits, RetrofitSplitTest,
+    // Llama at full rank: its latent's first features are K's, so a cut rank would drop V altogether.
+    ::testing::Values(RetrofitSplitCase{"llama", 2, {.rope_freqs = {0, 1, 5}}, "mla_lite_llama_tp2"},
+                      RetrofitSplitCase{"llama", 4, {.rope_freqs = {0, 3}}, "mla_lite_llama_tp4"},
+                      RetrofitSplitCase{"llama", 2, {.mla_lite = false, .dsa_lite = true, .top_k = 12}, "dsa_lite_llama_tp2"},
+                      RetrofitSplitCase{"qwen2", 2, {.rank = 20, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12},
+                                        "both_qwen2_tp2"}),
+    [](const auto& test) { return std::string(test.param.name); });
 
 // A rank that fails mid-run (here: its group aborted as a lost GPU would) ends the step with an error
 // naming it, and every later step too, instead of leaving the other ranks waiting.

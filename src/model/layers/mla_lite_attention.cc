@@ -37,14 +37,14 @@ std::vector<float> take_bias(const std::vector<float>& b, int64_t heads, int64_t
   return b.empty() ? b : take_rows(b, heads, head_dim, rows, 1);
 }
 
-// Per query head, its group's block of an up-projection [G * rows, cols], transposed when asked:
-// [H, cols, rows] (transposed) or [H, rows, cols].
+// Per query head of this rank, its group's block of an up-projection [G * rows, cols], transposed when
+// asked: [H, cols, rows] (transposed) or [H, rows, cols].
 std::vector<float> per_head(const std::vector<float>& up, const MlaLiteSpec& s, int64_t rows, int64_t cols,
                             bool transpose) {
   const int64_t per_group = s.num_heads / s.num_kv_heads;
-  std::vector<float> out(size_t(s.num_heads * rows * cols));
-  for (int64_t h = 0; h < s.num_heads; ++h) {
-    const float* block = up.data() + (h / per_group) * rows * cols;
+  std::vector<float> out(size_t(s.local_heads() * rows * cols));
+  for (int64_t h = 0; h < s.local_heads(); ++h) {
+    const float* block = up.data() + ((s.first_head() + h) / per_group) * rows * cols;
     float* dst = out.data() + h * rows * cols;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) (transpose ? dst[c * rows + r] : dst[r * cols + c]) = block[r * cols + c];
@@ -54,19 +54,24 @@ std::vector<float> per_head(const std::vector<float>& up, const MlaLiteSpec& s, 
 
 // o_proj with V's bias folded into its bias: b_o + W_o b_v, b_v repeated over the query heads of each KV
 // group. Exact: a query's softmax weights sum to 1, so head h's output is W_v_up (sum_s p_s c_s) + b_v.
+// Under a split each rank holds its heads' columns and folds their part of W_o b_v; b_o goes to rank 0,
+// so the all-reduce sums every head's part and b_o once.
 Expected<Linear> load_o_proj_with_v_bias(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s) {
-  const int64_t h = s.num_heads, d = s.head_dim, hidden = s.hidden, per_group = s.num_heads / s.num_kv_heads;
+  const int64_t h = s.local_heads(), d = s.head_dim, hidden = s.hidden, per_group = s.num_heads / s.num_kv_heads;
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> v_b, loader.read_host(prefix + ".v_proj.bias", {s.num_kv_heads * d}));
-  DRIFT_ASSIGN_OR_RETURN(std::vector<float> o_w, loader.read_host(prefix + ".o_proj.weight", {hidden, h * d}));
+  const Shard my_columns = s.split.world > 1 ? s.split.along(1) : Shard{};
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> o_w,
+                         loader.read_host(prefix + ".o_proj.weight", {hidden, s.num_heads * d}, my_columns));
   std::vector<float> o_b(size_t(hidden), 0.0f);
   if (s.o_bias) {
     DRIFT_ASSIGN_OR_RETURN(o_b, loader.read_host(prefix + ".o_proj.bias", {hidden}));
+    if (s.split.rank != 0) std::fill(o_b.begin(), o_b.end(), 0.0f);
   }
   for (int64_t i = 0; i < hidden; ++i) {
     double sum = o_b[size_t(i)];
     for (int64_t head = 0; head < h; ++head) {
       const float* row = o_w.data() + i * h * d + head * d;
-      const float* bias = v_b.data() + (head / per_group) * d;
+      const float* bias = v_b.data() + ((s.first_head() + head) / per_group) * d;
       for (int64_t j = 0; j < d; ++j) sum += double(row[j]) * bias[j];
     }
     o_b[size_t(i)] = float(sum);
@@ -111,7 +116,7 @@ RopeFeatureSplit rope_feature_split(const MlaLiteSpec& s) {
 
 MlaLiteScratch MlaLiteScratch::allocate(backend::Ops& ops, int64_t max_tokens, const MlaLiteSpec& s) {
   const DType t = ops.compute_dtype();
-  const int64_t h = s.num_heads, g = s.num_kv_heads, r = s.rope_dim();
+  const int64_t h = s.local_heads(), g = s.num_kv_heads, r = s.rope_dim();
   MlaLiteScratch m;
   m.q_nope = ops.alloc(t, {max_tokens, h * s.nope_dim()});
   m.q_rope = ops.alloc(t, {max_tokens, h * r});
@@ -130,8 +135,10 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
                                                   const MlaLiteSpec& spec) {
   MlaLiteAttention a;
   a.spec_ = spec;
-  const int64_t h = spec.num_heads, g = spec.num_kv_heads, d = spec.head_dim, hidden = spec.hidden;
-  const int64_t r = spec.rope_dim(), nope = spec.nope_dim(), rank = spec.rank;
+  // q_proj's rows and biases are read as [heads, head_dim, .], this rank's heads only.
+  const int64_t heads = spec.num_heads, h = spec.local_heads(), g = spec.num_kv_heads, d = spec.head_dim;
+  const int64_t hidden = spec.hidden, r = spec.rope_dim(), nope = spec.nope_dim(), rank = spec.rank;
+  const Shard my_heads = spec.split.world > 1 ? spec.split.along(0) : Shard{};
   const RopeFeatureSplit split = rope_feature_split(spec);
 
   // q/k/v biases (Qwen2): q's and the kept K features' stay on their projections; the bias of K's nope
@@ -139,10 +146,10 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   // read; V's is folded into o_proj (load_o_proj_with_v_bias). Exact at full rank, as without biases.
   std::vector<float> q_b, k_b;
   if (spec.qkv_bias) {
-    DRIFT_ASSIGN_OR_RETURN(q_b, loader.read_host(prefix + ".q_proj.bias", {h * d}));
+    DRIFT_ASSIGN_OR_RETURN(q_b, loader.read_host(prefix + ".q_proj.bias", {heads, d}, my_heads));
     DRIFT_ASSIGN_OR_RETURN(k_b, loader.read_host(prefix + ".k_proj.bias", {g * d}));
   }
-  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(prefix + ".q_proj.weight", {h * d, hidden}));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(prefix + ".q_proj.weight", {heads, d, hidden}, my_heads));
   DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, take_rows(q_w, h, d, split.nope, hidden),
                                                        take_bias(q_b, h, d, split.nope), h * nope, hidden));
   DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, take_rows(q_w, h, d, split.rope, hidden),
@@ -159,14 +166,17 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(per_head(v_up, spec, d, rank, false), {h, d, rank}));
 
   std::vector<float> slot(size_t(h * g * r * r), 0.0f);
-  for (int64_t head = 0; head < h; ++head)
-    for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + (head / (h / g)) * r + i) * r + i)] = 1.0f;
+  for (int64_t head = 0; head < h; ++head) {
+    const int64_t group = (spec.first_head() + head) / (heads / g);
+    for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + group * r + i) * r + i)] = 1.0f;
+  }
   DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, g * r, r}));
 
   if (spec.qkv_bias) {
     DRIFT_ASSIGN_OR_RETURN(a.o_proj_, load_o_proj_with_v_bias(loader, prefix, spec));
   } else {
-    DRIFT_ASSIGN_OR_RETURN(a.o_proj_, Linear::load(loader, prefix + ".o_proj", hidden, h * d, spec.o_bias));
+    DRIFT_ASSIGN_OR_RETURN(a.o_proj_,
+                           Linear::load(loader, prefix + ".o_proj", hidden, heads * d, spec.o_bias, LinearSplit::kRow));
   }
   return a;
 }
@@ -178,7 +188,7 @@ void MlaLiteAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int
 
 void MlaLiteAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaLiteScratch& scratch,
                                const Tensor& out, const Tensor& selected) const {
-  const int64_t n = ctx.num_tokens, h = spec_.num_heads, g = spec_.num_kv_heads;
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), g = spec_.num_kv_heads;
   const int64_t r = spec_.rope_dim(), rank = spec_.rank, width = spec_.cache_width();
 
   const Tensor q_nope = scratch.q_nope.view.slice(0, n), q_rope = scratch.q_rope.view.slice(0, n);

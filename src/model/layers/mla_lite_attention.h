@@ -40,7 +40,12 @@ struct MlaLiteSpec {
   float softmax_scale = 0.0f;       // the model's head_dim^-0.5: the scores are the GQA scores
   backend::RopeParams rope;         // over the rope_dim kept features, from a table of the kept frequencies
   int32_t kv_group = 0;
+  // Under tensor parallelism a rank computes its share of the query heads; the latent and every KV head's
+  // RoPE part (the cache row) are replicated, as MLA's latent is.
+  TensorSplit split;
 
+  int64_t local_heads() const { return split.part(num_heads); }
+  int64_t first_head() const { return int64_t(split.rank) * local_heads(); }
   int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }
   int64_t nope_dim() const { return head_dim - rope_dim(); }
   int64_t cache_width() const { return rank + num_kv_heads * rope_dim(); }
@@ -84,13 +89,14 @@ class MlaLiteAttention {
   void attend(backend::Ops& ops, const ForwardContext& ctx, const Tensor& q, const Tensor& o_latent,
               const Tensor& selected) const;
 
+  // H below is this rank's query heads (spec_.local_heads()); G every KV head.
   MlaLiteSpec spec_;
   Linear q_nope_proj_, q_rope_proj_;  // q_proj rows per head: [H * nope, hidden], [H * r, hidden]
-  Linear kv_down_, k_rope_proj_;      // [d_c, hidden], k_proj's kept rows [G * r, hidden]
+  Linear kv_down_, k_rope_proj_;      // [d_c, hidden], k_proj's kept rows [G * r, hidden] (replicated)
   backend::Buffer w_uk_t_;            // [H, d_c, nope]: per query head its group's key up-projection, transposed
   backend::Buffer rope_slot_;         // [H, G * r, r]: identity at the head's group slot
   backend::Buffer w_uv_;              // [H, head_dim, d_c]: per query head its group's value up-projection
-  Linear o_proj_;
+  Linear o_proj_;                     // [hidden, H * head_dim], row-split over the ranks' heads
   PagedKvCache cache_;  // [num_blocks, block_size, 1, cache_width] (+ FP8 scales)
 };
 
