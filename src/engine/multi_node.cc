@@ -23,8 +23,6 @@ Status check_multi_node(const EngineConfig& config) {
                                    config.nnodes, config.tensor_parallel));
   if (config.specpv.enabled())
     return unsupported(fmt::format("SpecPV scores one rank's queries; it does not run over {} nodes", config.nnodes));
-  if (!config.retrofit_file.empty())
-    return unsupported(fmt::format("retrofit {} does not run over {} nodes yet", config.retrofit_file, config.nnodes));
   if (config.master_port < 1 || config.master_port > 65534)  // the layers' channel takes the port after it
     return invalid_argument(fmt::format("master_port {} is not a TCP port", config.master_port));
   return Status::Ok();
@@ -62,6 +60,7 @@ Status Engine::follow(const EngineConfig& config) {
   load.random_weights = config.random_weights;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   load.expert_parallel = config.expert_parallel;
+  load.retrofit_file = config.retrofit_file;
   DRIFT_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::load_model(config.model_dir, ops, load));
   return model::follow_leader(*model, ops, *group.control);
 }

@@ -2,10 +2,13 @@
 // both on Qwen2, whose q/k/v biases MLA-lite carries): a request's greedy output is the same alone, in a
 // batch, with prefix reuse (served from the cache the second time), with prefill chunks of 7 tokens and
 // with prompt-lookup speculation (EAGLE-3 trees: retrofit_eagle3_test.cc), and over two tensor-parallel
-// ranks. DSA-lite with SpecPV's partial views is refused by name.
+// ranks, as threads and as two nodes. DSA-lite with SpecPV's partial views is refused by name.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <random>
+
+#include "backend/comm/socket_group.h"
 
 #include "engine_test_util.h"
 #include "model_copy.h"
@@ -79,6 +82,23 @@ TEST_P(RetrofitInvariance, BatchedPrefixReuseAndChunkingMatchAlone) {
   ASSERT_TRUE(tp.ok()) << tp.status().to_string();
   EXPECT_EQ(tokens_of(run_all(**tp, requests())), alone) << "over 2 tensor-parallel ranks";
   EXPECT_EQ(wait_until_idle(**tp).kv_blocks_used, 0) << "a block leaked";
+
+  // The same split over two nodes (threads here, each joining over TCP as a process would).
+  auto port = backend::pick_free_port(2);
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+  EngineConfig nodes = base;
+  nodes.nnodes = 2;
+  nodes.master_port = *port;
+  EngineConfig node1 = nodes;
+  node1.node_rank = 1;
+  std::future<Status> follower = std::async(std::launch::async, [node1] { return Engine::follow(node1); });
+  {
+    auto leader = Engine::create(nodes);
+    ASSERT_TRUE(leader.ok()) << leader.status().to_string();
+    EXPECT_EQ(tokens_of(run_all(**leader, requests())), alone) << "over 2 nodes";
+  }
+  const Status ended = follower.get();
+  EXPECT_TRUE(ended.ok()) << ended.to_string();
 }
 
 TEST(RetrofitModes, DsaLiteWithSpecPvIsRefusedByName) {
