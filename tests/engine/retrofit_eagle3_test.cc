@@ -88,8 +88,8 @@ INSTANTIATE_TEST_SUITE_P(
     Retrofits, RetrofitEagle3,
     ::testing::Values(Case{"dsa_lite", {.mla_lite = false, .dsa_lite = true, .top_k = 10, .sink_tokens = 2, .local_window = 3},
                            {.mla_lite = false, .dsa_lite = true, .top_k = 28, .sink_tokens = 4, .local_window = 12}},
-                      Case{"mla_lite", {.rank = 20, .rope_freqs = {0, 1, 5}}, {}},
-                      Case{"both", {.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 10},
+                      Case{"mla_lite", {.rank = 36, .rope_freqs = {0, 1, 5}}, {}},
+                      Case{"both", {.rank = 40, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 10},
                            {.dsa_lite = true, .top_k = 28, .sink_tokens = 4, .local_window = 12}}),
     [](const ::testing::TestParamInfo<Case>& test) { return std::string(test.param.name); });
 

@@ -118,11 +118,11 @@ TEST(RetrofitModes, DsaLiteWithSpecPvIsRefusedByName) {
 
 INSTANTIATE_TEST_SUITE_P(
     Retrofits, RetrofitInvariance,
-    ::testing::Values(Case{"mla_lite", {.rank = 20, .rope_freqs = {0, 1, 5}}},
+    ::testing::Values(Case{"mla_lite", {.rank = 36, .rope_freqs = {0, 1, 5}}},
                       Case{"dsa_lite", {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3}},
-                      Case{"both", {.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}},
+                      Case{"both", {.rank = 40, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}},
                       // Qwen2's q/k/v biases through MLA-lite (carried at load), with DSA-lite too.
-                      Case{"both_qwen2", {.rank = 20, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12}, "qwen2"}),
+                      Case{"both_qwen2", {.rank = 40, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12}, "qwen2"}),
     [](const ::testing::TestParamInfo<Case>& test) { return std::string(test.param.name); });
 
 }  // namespace

@@ -267,7 +267,7 @@ TEST(RetrofitTest, BadRetrofitFilesAreRefusedByName) {
 #ifdef DRIFT_TEST_CUDA_SUPPORT
 TEST(RetrofitCudaTest, BothRetrofitsRunAndMatchTheCpu) {
   const std::string dir = partial_rope_llama();
-  const std::string lite = retrofit_path("cuda_lite", {.rank = 16, .rope_freqs = {0, 1}}, dir);
+  const std::string lite = retrofit_path("cuda_lite", {.rank = 40, .rope_freqs = {0, 1}}, dir);
   // top_k over the prompt: every position is kept, so CPU and GPU attend alike (the op tests hold the
   // choice itself to the CPU's).
   const std::string sparse = retrofit_path("cuda_dsa", {.mla_lite = false, .dsa_lite = true, .top_k = 64}, dir);

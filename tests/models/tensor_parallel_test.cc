@@ -183,11 +183,11 @@ TEST_P(RetrofitSplitTest, LogitsMatchOneRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Retrofits, RetrofitSplitTest,
-    // Llama at full rank: its latent's first features are K's, so a cut rank would drop V altogether.
+    // A cut rank keeps the latent's first features, K's: a cut must reach past them to keep some of V.
     ::testing::Values(RetrofitSplitCase{"llama", 2, {.rope_freqs = {0, 1, 5}}, "mla_lite_llama_tp2"},
                       RetrofitSplitCase{"llama", 4, {.rope_freqs = {0, 3}}, "mla_lite_llama_tp4"},
                       RetrofitSplitCase{"llama", 2, {.mla_lite = false, .dsa_lite = true, .top_k = 12}, "dsa_lite_llama_tp2"},
-                      RetrofitSplitCase{"qwen2", 2, {.rank = 20, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12},
+                      RetrofitSplitCase{"qwen2", 2, {.rank = 40, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12},
                                         "both_qwen2_tp2"}),
     [](const auto& test) { return std::string(test.param.name); });
 

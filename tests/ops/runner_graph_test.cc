@@ -370,9 +370,9 @@ TEST_P(RunnerGraphs, DraftTreeVerifyStepsReplayFromGraphs) { expect_verify_repla
 INSTANTIATE_TEST_SUITE_P(
     Retrofits, RunnerGraphs,
     ::testing::Values(Retrofit{"none", std::nullopt},
-                      Retrofit{"mla_lite", RetrofitRecipe{.rank = 20, .rope_freqs = {0, 1, 5}}},
+                      Retrofit{"mla_lite", RetrofitRecipe{.rank = 36, .rope_freqs = {0, 1, 5}}},
                       Retrofit{"dsa_lite", RetrofitRecipe{.mla_lite = false, .dsa_lite = true, .top_k = 8, .local_window = 3}},
-                      Retrofit{"both", RetrofitRecipe{.rank = 20, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 8}}),
+                      Retrofit{"both", RetrofitRecipe{.rank = 40, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 8}}),
     [](const ::testing::TestParamInfo<Retrofit>& test) { return std::string(test.param.name); });
 
 }  // namespace

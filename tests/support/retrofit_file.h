@@ -14,7 +14,8 @@ namespace drift::testing {
 
 struct RetrofitRecipe {
   bool mla_lite = true;
-  int64_t rank = 0;                  // d_c; 0: full rank
+  int64_t rank = 0;                  // d_c; 0: full rank. The latent is K's features, then V's: a rank at
+                                     // or under G x nope keeps no V (every attention output 0)
   std::vector<int32_t> rope_freqs;   // empty: every frequency of the model's RoPE
   bool dsa_lite = false;
   int64_t index_heads = 2, index_dim = 8;
