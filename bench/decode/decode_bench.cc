@@ -852,7 +852,6 @@ int run(int argc, char** argv) {
     // are one rank's.
     o.gemv_compare = o.ablate = false;
     o.eagle_trees.clear();
-    o.retrofits = {"original"};  // retrofit layers are not split over ranks
   }
   if (backend::cuda_device_count() == 0) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
