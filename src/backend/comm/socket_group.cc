@@ -235,8 +235,7 @@ class SocketCommunicator final : public Communicator {
   // Rank r's end of the connection to it is closed: reading would return end of file (or an error)
   // without blocking; bytes waiting to be read do not count as a hang-up.
   bool closed_by(int32_t r) const {
-    if (r < 0 || r >= world_ || r == rank_ || (rank_ != 0 && r != 0) || !peers_[size_t(rank_ == 0 ? r : 0)].valid())
-      return false;
+    if (r < 0 || r >= world_ || r == rank_ || (rank_ != 0 && r != 0) || fd_of(r) < 0) return false;
     pollfd fd{.fd = fd_of(r), .events = POLLIN | POLLRDHUP, .revents = 0};
     if (::poll(&fd, 1, 0) <= 0) return false;
     if ((fd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) return true;
@@ -311,7 +310,6 @@ bool peer_hung_up(const Communicator& group, int32_t peer) {
   const auto* sockets = dynamic_cast<const SocketCommunicator*>(&group);
   return sockets != nullptr && sockets->closed_by(peer);
 }
-
 
 namespace {
 

@@ -41,10 +41,9 @@ std::vector<float> take_bias(const std::vector<float>& b, int64_t heads, int64_t
 // asked: [H, cols, rows] (transposed) or [H, rows, cols].
 std::vector<float> per_head(const std::vector<float>& up, const MlaLiteSpec& s, int64_t rows, int64_t cols,
                             bool transpose) {
-  const int64_t per_group = s.num_heads / s.num_kv_heads;
   std::vector<float> out(size_t(s.local_heads() * rows * cols));
   for (int64_t h = 0; h < s.local_heads(); ++h) {
-    const float* block = up.data() + ((s.first_head() + h) / per_group) * rows * cols;
+    const float* block = up.data() + s.group_of(h) * rows * cols;
     float* dst = out.data() + h * rows * cols;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) (transpose ? dst[c * rows + r] : dst[r * cols + c]) = block[r * cols + c];
@@ -57,7 +56,7 @@ std::vector<float> per_head(const std::vector<float>& up, const MlaLiteSpec& s, 
 // Under a split each rank holds its heads' columns and folds their part of W_o b_v; b_o goes to rank 0,
 // so the all-reduce sums every head's part and b_o once.
 Expected<Linear> load_o_proj_with_v_bias(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s) {
-  const int64_t h = s.local_heads(), d = s.head_dim, hidden = s.hidden, per_group = s.num_heads / s.num_kv_heads;
+  const int64_t h = s.local_heads(), d = s.head_dim, hidden = s.hidden;
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> v_b, loader.read_host(prefix + ".v_proj.bias", {s.num_kv_heads * d}));
   const Shard my_columns = s.split.world > 1 ? s.split.along(1) : Shard{};
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> o_w,
@@ -71,7 +70,7 @@ Expected<Linear> load_o_proj_with_v_bias(WeightLoader& loader, const std::string
     double sum = o_b[size_t(i)];
     for (int64_t head = 0; head < h; ++head) {
       const float* row = o_w.data() + i * h * d + head * d;
-      const float* bias = v_b.data() + ((s.first_head() + head) / per_group) * d;
+      const float* bias = v_b.data() + s.group_of(head) * d;
       for (int64_t j = 0; j < d; ++j) sum += double(row[j]) * bias[j];
     }
     o_b[size_t(i)] = float(sum);
@@ -166,10 +165,8 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(per_head(v_up, spec, d, rank, false), {h, d, rank}));
 
   std::vector<float> slot(size_t(h * g * r * r), 0.0f);
-  for (int64_t head = 0; head < h; ++head) {
-    const int64_t group = (spec.first_head() + head) / (heads / g);
-    for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + group * r + i) * r + i)] = 1.0f;
-  }
+  for (int64_t head = 0; head < h; ++head)
+    for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + spec.group_of(head) * r + i) * r + i)] = 1.0f;
   DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, g * r, r}));
 
   if (spec.qkv_bias) {

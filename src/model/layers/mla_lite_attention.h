@@ -46,6 +46,8 @@ struct MlaLiteSpec {
 
   int64_t local_heads() const { return split.part(num_heads); }
   int64_t first_head() const { return int64_t(split.rank) * local_heads(); }
+  // The KV head (group) whose keys this rank's query head `local_head` reads.
+  int64_t group_of(int64_t local_head) const { return (first_head() + local_head) / (num_heads / num_kv_heads); }
   int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }
   int64_t nope_dim() const { return head_dim - rope_dim(); }
   int64_t cache_width() const { return rank + num_kv_heads * rope_dim(); }

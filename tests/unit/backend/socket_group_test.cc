@@ -114,36 +114,52 @@ TEST(SocketGroup, NoRankZeroIsAnErrorAfterTheTimeoutNotAHang) {
   EXPECT_NE(comm.status().message().find("1 of 2 ranks joined"), std::string::npos) << comm.status().message();
 }
 
+// Every rank of a `world`-rank group at `port`, joined from threads and kept open.
+std::vector<std::unique_ptr<Communicator>> join_all(int32_t world, int32_t port) {
+  std::vector<std::future<Expected<std::unique_ptr<Communicator>>>> joining;
+  for (int32_t r = 0; r < world; ++r)
+    joining.push_back(std::async(std::launch::async, [=] { return connect_socket_group(options(world, r, port)); }));
+  std::vector<std::unique_ptr<Communicator>> ranks;
+  for (auto& j : joining) {
+    auto joined = j.get();
+    EXPECT_TRUE(joined.ok()) << joined.status().to_string();
+    ranks.push_back(joined.ok() ? std::move(joined).value() : nullptr);
+  }
+  return ranks;
+}
+
+// connect_socket_group(o), and the seconds it took.
+std::pair<Expected<std::unique_ptr<Communicator>>, double> timed_connect(const SocketGroupOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto joined = connect_socket_group(o);
+  return {std::move(joined), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
 // A multi-node engine joins a second group (the layers') after its control group: a rank whose rank 0
 // failed in between learns it from the first group's closed connection, not from the second's timeout.
 TEST(SocketGroup, ARankStopsRetryingOnceRankZeroClosedTheGroupJoinedBefore) {
   auto ports = pick_free_port(2);
   ASSERT_TRUE(ports.ok()) << ports.status().to_string();
-  auto leader = std::async(std::launch::async, [&] { return connect_socket_group(options(2, 0, *ports)); });
-  auto control = connect_socket_group(options(2, 1, *ports));
-  ASSERT_TRUE(control.ok()) << control.status().to_string();
-  auto leader_group = leader.get();
-  ASSERT_TRUE(leader_group.ok()) << leader_group.status().to_string();
-  EXPECT_FALSE(peer_hung_up(**control, 0));
-  EXPECT_FALSE(peer_hung_up(**leader_group, 1));
-  EXPECT_FALSE(peer_hung_up(**control, 1));  // itself: never
+  std::vector<std::unique_ptr<Communicator>> control = join_all(2, *ports);
+  ASSERT_TRUE(control[0] && control[1]);
+  EXPECT_FALSE(peer_hung_up(*control[1], 0));
+  EXPECT_FALSE(peer_hung_up(*control[0], 1));
+  EXPECT_FALSE(peer_hung_up(*control[1], 1));  // itself: never
 
   SocketGroupOptions layers = options(2, 1, *ports + 1);
-  layers.joined_before = control->get();
+  layers.joined_before = control[1].get();
   layers.timeout = std::chrono::seconds(1);
   auto waited = connect_socket_group(layers);  // rank 0 alive but not listening: the timeout decides
   ASSERT_FALSE(waited.ok());
   EXPECT_NE(waited.status().message().find("could not reach rank 0"), std::string::npos) << waited.status().message();
 
-  leader_group->reset();  // rank 0 fails before it listens for the layers' group
+  control[0].reset();  // rank 0 fails before it listens for the layers' group
   layers.timeout = std::chrono::seconds(60);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto gave_up = connect_socket_group(layers);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto [gave_up, seconds] = timed_connect(layers);
   ASSERT_FALSE(gave_up.ok());
   EXPECT_NE(gave_up.status().message().find("rank 0 closed the group joined before"), std::string::npos)
       << gave_up.status().message();
-  EXPECT_TRUE(peer_hung_up(**control, 0));
+  EXPECT_TRUE(peer_hung_up(*control[1], 0));
   EXPECT_LT(seconds, 30.0) << "it waited for the timeout instead";
 }
 
@@ -152,25 +168,19 @@ TEST(SocketGroup, ARankStopsRetryingOnceRankZeroClosedTheGroupJoinedBefore) {
 TEST(SocketGroup, RankZeroStopsWaitingOnceARankClosedTheGroupJoinedBefore) {
   auto ports = pick_free_port(2);
   ASSERT_TRUE(ports.ok()) << ports.status().to_string();
-  auto follower = std::async(std::launch::async, [&] { return connect_socket_group(options(3, 1, *ports)); });
-  auto other = std::async(std::launch::async, [&] { return connect_socket_group(options(3, 2, *ports)); });
-  auto control = connect_socket_group(options(3, 0, *ports));
-  ASSERT_TRUE(control.ok()) << control.status().to_string();
-  auto follower_group = follower.get(), other_group = other.get();
-  ASSERT_TRUE(follower_group.ok() && other_group.ok());
+  std::vector<std::unique_ptr<Communicator>> control = join_all(3, *ports);
+  ASSERT_TRUE(control[0] && control[1] && control[2]);
 
-  follower_group->reset();  // rank 1 fails before it joins the layers' group; rank 2 stays
+  control[1].reset();  // rank 1 fails before it joins the layers' group; rank 2 stays
   SocketGroupOptions layers = options(3, 0, *ports + 1);
-  layers.joined_before = control->get();
+  layers.joined_before = control[0].get();
   layers.timeout = std::chrono::seconds(60);
-  const auto t0 = std::chrono::steady_clock::now();
-  auto gave_up = connect_socket_group(layers);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto [gave_up, seconds] = timed_connect(layers);
   ASSERT_FALSE(gave_up.ok());
   EXPECT_NE(gave_up.status().message().find("rank 1 closed the group joined before"), std::string::npos)
       << gave_up.status().message();
-  EXPECT_TRUE(peer_hung_up(**control, 1));
-  EXPECT_FALSE(peer_hung_up(**control, 2));
+  EXPECT_TRUE(peer_hung_up(*control[0], 1));
+  EXPECT_FALSE(peer_hung_up(*control[0], 2));
   EXPECT_LT(seconds, 30.0) << "it waited for the timeout instead";
 }
 

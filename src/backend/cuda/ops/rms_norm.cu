@@ -134,6 +134,17 @@ void launch_rows(const RmsNormParams& p, cudaStream_t stream) {
   launch(rms_norm_kernel<kThreadsPerRow, kVec>, unsigned(ceil_div(p.num_rows, kRowsPerBlock)), kBlockThreads, 0, stream, p);
 }
 
+// Values a held row takes per vector of 8 a thread.
+constexpr int kHeldPerVector = kBlockThreads * 8;
+
+// rms_norm_held_kernel with as many vectors a thread as the row needs (1, 2 or 4; hidden <= 4 * 2048).
+void launch_held(const RmsNormParams& p, cudaStream_t stream) {
+  const unsigned rows = unsigned(p.num_rows);
+  if (p.hidden <= kHeldPerVector) launch(rms_norm_held_kernel<1>, rows, kBlockThreads, 0, stream, p);
+  else if (p.hidden <= 2 * kHeldPerVector) launch(rms_norm_held_kernel<2>, rows, kBlockThreads, 0, stream, p);
+  else launch(rms_norm_held_kernel<4>, rows, kBlockThreads, 0, stream, p);
+}
+
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
@@ -143,14 +154,7 @@ void run(const RmsNormParams& p, cudaStream_t stream) {
   const bool vec = p.hidden % 8 == 0 && aligned16(p.x) && aligned16(p.out) && aligned16(p.weight) &&
                    (p.residual == nullptr || aligned16(p.residual));
   const bool short_rows = p.hidden <= 1024;
-  const unsigned rows = unsigned(p.num_rows);
-  constexpr int kRowPerPass = kBlockThreads * 8;
-  if (!short_rows && vec && p.hidden <= kRowPerPass)
-    return launch(rms_norm_held_kernel<1>, rows, kBlockThreads, 0, stream, p);
-  if (!short_rows && vec && p.hidden <= 2 * kRowPerPass)
-    return launch(rms_norm_held_kernel<2>, rows, kBlockThreads, 0, stream, p);
-  if (!short_rows && vec && p.hidden <= 4 * kRowPerPass)
-    return launch(rms_norm_held_kernel<4>, rows, kBlockThreads, 0, stream, p);
+  if (!short_rows && vec && p.hidden <= 4 * kHeldPerVector) return launch_held(p, stream);
   if (short_rows && vec) launch_rows<32, 8>(p, stream);
   else if (short_rows) launch_rows<32, 1>(p, stream);
   else if (vec) launch_rows<kBlockThreads, 8>(p, stream);
