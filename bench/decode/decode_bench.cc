@@ -367,7 +367,7 @@ class ModelBench {
     print_pool_fit(prompt + gen);
     blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
     max_batch_ = fitting_batch(max_batch);
-    runner::RunnerConfig rc;
+    runner::RunnerConfig& rc = runner_config_;
     rc.max_num_tokens = std::max(max_prefill, 1024);
     rc.max_num_seqs = max_batch_;
     rc.cuda_graphs = true;
@@ -378,9 +378,7 @@ class ModelBench {
     // The same block ids in every group's pool (group_tables): each pool as large as the full one.
     rc.num_blocks.assign(num_kv_groups_, prefill_first_block_ + rc.max_model_len / kBlockSize + 1);
     pool_blocks_ = rc.num_blocks[0];
-    // Rows a step samples: a decode batch, or a verify step's tree (eagle()).
-    runner_ = std::make_unique<runner::ModelRunner>(*model_, ops, rc,
-                                                    sample::make_cuda_sampler(ops, std::max(max_batch_, 128), model_->vocab_size()));
+    build_runner();
     greedy_.temperature = 0.0f;
     max_tokens_ = rc.max_num_tokens;
     std::mt19937 rng(11);
@@ -514,10 +512,23 @@ class ModelBench {
     return r;
   }
 
-  // EAGLE-3's costs on sequence 0 after its prompt (eagle_costs.h).
+  // EAGLE-3's costs on sequence 0 after its prompt (eagle_costs.h), with a random head of the target's
+  // shape. The target then captures the head's hidden states in every step, as the engine's does.
   std::vector<EagleCostRow> eagle(const std::vector<int>& tree_sizes, int depth, int top_k) {
+    model::Eagle3Shape shape;
+    shape.draft_vocab = std::min<int64_t>(s_.vocab, 32000);  // the published Llama-3.1-8B heads' vocabulary
+    shape.capture_layers = {2, int32_t(s_.layers / 2), int32_t(s_.layers - 3)};
+    const Status taps = model_->set_hidden_taps(shape.capture_layers);
+    DRIFT_CHECK(taps.ok(), "{}", taps.to_string());
+    runner_.reset();
+    build_runner();  // the taps are allocated with the workspace
     prefill_prompts(1);
     EagleCostInputs in;
+    in.make_head = [this, shape] {
+      auto head = model::random_eagle3_head(*model_, ops_, 7, shape);
+      check(head);
+      return std::move(head).value();
+    };
     in.target = model_.get();
     in.runner = runner_.get();
     in.ops = &ops_;
@@ -624,6 +635,11 @@ class ModelBench {
   static void check(const Expected<T>& r) {
     DRIFT_CHECK(r.ok(), "{}", r.status().to_string());
   }
+  // Rows a step samples: a decode batch, or a verify step's tree (eagle()).
+  void build_runner() {
+    runner_ = std::make_unique<runner::ModelRunner>(
+        *model_, ops_, runner_config_, sample::make_cuda_sampler(ops_, std::max(max_batch_, 128), model_->vocab_size()));
+  }
 
   const Shape& s_;
   std::string name_ = s_.name;  // the shape's name, + the retrofit variant's
@@ -636,6 +652,7 @@ class ModelBench {
   size_t num_kv_groups_ = 1;
   StepCosts costs_;
   std::unique_ptr<model::Model> model_;
+  runner::RunnerConfig runner_config_;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::vector<std::vector<int32_t>> tokens_;
   SamplingParams greedy_;
@@ -643,15 +660,19 @@ class ModelBench {
 
 // The costs, and the speedup they give at tau tokens per verify step: tau decode steps' time over one
 // verify step and one drafting round.
-void print_eagle(const std::string& model, const std::vector<EagleCostRow>& rows, double tau) {
+// taus: one per tree size (the verify rows in order), or one for all of them.
+void print_eagle(const std::string& model, const std::vector<EagleCostRow>& rows, const std::vector<double>& taus) {
   const double decode = rows.front().ms, round = rows.back().ms;
   std::printf("\nEAGLE-3 on %s (batch 1)\n| step | rows | ms | / decode step |\n|---|---:|---:|---:|\n", model.c_str());
   for (const EagleCostRow& r : rows) std::printf("| %s | %d | %.3f | %.2f |\n", r.what.c_str(), r.rows, r.ms, r.ms / decode);
-  if (tau <= 0) return;
-  std::printf("\nprojected speedup at tau %.2f: tau x decode / (verify + drafting round)\n", tau);
-  for (const EagleCostRow& r : rows)
-    if (r.what.rfind("target verify", 0) == 0)
-      std::printf("| %s | %.2fx |\n", r.what.c_str(), tau * decode / (r.ms + round));
+  if (taus.empty()) return;
+  std::printf("\nprojected speedup: tau x decode / (verify + drafting round)\n| tree | tau | speedup |\n|---|---:|---:|\n");
+  size_t i = 0;
+  for (const EagleCostRow& r : rows) {
+    if (r.what.rfind("target verify", 0) != 0) continue;
+    const double tau = taus[std::min(i++, taus.size() - 1)];
+    std::printf("| %s | %.2f | %.2fx |\n", r.what.c_str(), tau, tau * decode / (r.ms + round));
+  }
 }
 
 // The all-reduces a decode step of `s` makes under tensor parallelism (one after attention and one after
@@ -682,11 +703,13 @@ struct Options {
   bool moe_kernels = false;
   std::string markdown, loader = "fast";
   std::vector<int> eagle_trees;
-  double eagle_tau = 0;
+  std::vector<double> eagle_taus;
   int eagle_depth = 7, eagle_top_k = 8;
   int tensor_parallel = 1;
   bool expert_parallel = false;
   std::string kv_cache_dtype = "bf16";
+  int64_t gemm_autotune_max_rows = backend::CudaOptions{}.gemm_autotune_max_rows;
+  int32_t split_kv_max_tokens_per_seq = backend::CudaOptions{}.split_kv_max_tokens_per_seq;
   std::vector<std::string> retrofits{"original"};
   // Issue 16's geometry at the 8B shape: the trained default model's latent fraction (48 of 256 values)
   // and RoPE frequencies kept (1 in 8), DSA-lite's indexer as trained (4 heads x 32) with top-2048.
@@ -710,8 +733,13 @@ void add_options(CLI::App& app, Options& o) {
                  "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
   app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", o.markdown, "write the table here too");
+  app.add_option("--gemm-autotune", o.gemm_autotune_max_rows,
+                 "cuBLASLt products of at most this many rows time a few algorithms on first use (0: off)");
+  app.add_option("--split-kv-tokens", o.split_kv_max_tokens_per_seq,
+                 "steps of at most this many tokens a sequence attend through the split-KV decode kernel (0: off)");
   app.add_option("--eagle", o.eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
-  app.add_option("--eagle-tau", o.eagle_tau, "tokens per verify step (measured) for the projected speedup");
+  app.add_option("--eagle-tau", o.eagle_taus,
+                 "tokens per verify step (measured), one per --eagle tree size or one for all, for the projected speedup");
   app.add_option("--eagle-depth", o.eagle_depth, "drafting round depth");
   app.add_option("--eagle-topk", o.eagle_top_k, "drafting round top-k");
   app.add_option("--tensor-parallel", o.tensor_parallel,
@@ -811,7 +839,7 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
       }
   if (o.ablate) ablate_rows(b, ops, rows);
   if (o.moe_kernels && s.moe()) moe_kernel_rows(b, ops, rows);
-  if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_tau);
+  if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_taus);
 }
 
 std::string format_table(const cudaDeviceProp& prop, const Ceilings& ceil, const Options& o, const std::vector<Row>& rows,
@@ -857,7 +885,8 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
     return 1;
   }
-  backend::CudaOps ops({});
+  backend::CudaOps ops({.gemm_autotune_max_rows = o.gemm_autotune_max_rows,
+                        .split_kv_max_tokens_per_seq = o.split_kv_max_tokens_per_seq});
   cudaDeviceProp prop{};
   DRIFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const Ceilings ceil = measure_ceilings(ops);

@@ -69,6 +69,9 @@ struct PagedAttentionParams {
   float scale = 1.0f;
   int32_t sliding_window = 0;  // 0: full; else a query at p sees context keys (p - window, p]
   int64_t q_row_stride = 0;    // elements between consecutive tokens' q rows; 0: packed (num_heads * head_dim)
+  // The most new tokens any one sequence has (host-side, like FlashAttention's max_seqlen_q): a backend may
+  // pick its kernel by it. 0: unknown.
+  int32_t max_query_len = 0;
 };
 
 // DSA-lite's lightning indexer (DeepSeek-V3.2): picks the cache positions each new token attends to. A

@@ -254,10 +254,14 @@ Status EngineImpl::build_drafter() {
                                    model_name_));
   const spec::Eagle3Geometry geometry{.block_size = config_.block_size, .max_num_seqs = config_.max_num_seqs,
                                       .max_num_tokens = runner_->config().max_num_tokens, .max_model_len = max_model_len_,
-                                      .pool_blocks = kv_blocks_[size_t(group)], .kv_group = group};
+                                      .pool_blocks = kv_blocks_[size_t(group)], .kv_group = group,
+                                      .cuda_graphs = runner_->config().cuda_graphs};
   const spec::Eagle3Options options{.num_tokens = config_.speculative.num_tokens, .depth = config_.speculative.depth,
                                     .top_k = config_.speculative.top_k};
-  drafter_ = std::make_unique<spec::Eagle3Drafter>(std::move(draft_head_), *model_, *ops_, geometry, options);
+  // A head step ranks at most top_k rows per sequence (an expansion's frontier).
+  auto sampler = make_sampler_(config_.max_num_seqs * options.top_k, draft_head_->vocab_size());
+  drafter_ = std::make_unique<spec::Eagle3Drafter>(std::move(draft_head_), *model_, *ops_, geometry, options,
+                                                   std::move(sampler));
   for (size_t g = 0; g < kv_specs_.size(); ++g) {
     kv_move_from_.push_back(ops_->alloc(DType::kI32, {runner_->config().max_num_tokens}));
     kv_move_to_.push_back(ops_->alloc(DType::kI32, {runner_->config().max_num_tokens}));

@@ -31,6 +31,7 @@ struct ForwardContext {
   int32_t num_tokens = 0;   // new tokens in this step, all sequences together
   int32_t num_seqs = 0;
   int32_t num_logits = 0;   // rows of logits wanted (one per sampling sequence)
+  int32_t max_query_len = 0;  // the most new tokens any one sequence has; 0: unknown (num_tokens bounds it)
 
   Tensor token_ids;      // [num_tokens] int32
   Tensor positions;      // [num_tokens] int32: position of each new token in its sequence (RoPE and attention)

@@ -131,7 +131,8 @@ class LeaderModel final : public Model {
     const std::unique_lock lock = begin_call();
     ForwardContext sent = ctx;
     HeaderWriter h(Call::kForward);
-    for (int64_t v : {int64_t(ctx.num_tokens), int64_t(ctx.num_seqs), int64_t(ctx.num_logits), int64_t(ctx.kv_groups.size())})
+    for (int64_t v : {int64_t(ctx.num_tokens), int64_t(ctx.num_seqs), int64_t(ctx.num_logits), int64_t(ctx.max_query_len),
+                      int64_t(ctx.kv_groups.size())})
       h.put(v);
     send_with(h, input_tensors(sent));
     local_->forward(ctx, logits);
@@ -233,6 +234,7 @@ void follow_forward(HeaderReader& in, Model& model, backend::Ops& ops, FollowerB
   ctx.num_tokens = in.get();
   ctx.num_seqs = in.get();
   ctx.num_logits = in.get();
+  ctx.max_query_len = in.get();
   ctx.kv_groups.resize(size_t(in.get()));
   receive_inputs(in, ops, buffers, input_tensors(ctx));
   model.forward(ctx, buffers.logits(ctx.num_logits));

@@ -187,13 +187,15 @@ Expected<ModelRunner::StepShape> ModelRunner::check(std::span<const SeqStep> seq
     if (!seq.tree_mask.empty()) shape.mask_words = std::max(shape.mask_words, mask_words_for(seq.num_new));
     const int32_t logits = count_logit_rows(seq);
     shape.num_tokens += seq.num_new;
+    shape.max_new = std::max(shape.max_new, seq.num_new);
     if (shape.num_tokens > config_.max_num_tokens)
       return invalid_argument(fmt::format("step exceeds max_num_tokens {}", config_.max_num_tokens));
     shape.num_logits += logits;
     blocks_wide = std::max(blocks_wide, blocks_needed);
     const SeqStep& first = seqs[0];
+    // Longer chains are prompt chunks, whose lengths vary without bound: a graph each would never pay.
     uniform = uniform && logits > 0 && seq.num_new == first.num_new && logits == count_logit_rows(first) &&
-              seq.num_new <= bs && seq.tree_mask.empty() == first.tree_mask.empty();
+              (seq.num_new <= bs || !seq.tree_mask.empty()) && seq.tree_mask.empty() == first.tree_mask.empty();
   }
   if (uniform) {
     shape.uniform_new = seqs[0].num_new;
@@ -201,7 +203,8 @@ Expected<ModelRunner::StepShape> ModelRunner::check(std::span<const SeqStep> seq
   }
   // Block tables are passed only as wide as a power of two covering the step, so the upload stays small
   // and a graph serves every step whose longest sequence falls in the same power of two.
-  shape.width = std::min(max_blocks_per_seq_, int32_t(std::bit_ceil(uint32_t(blocks_wide))));
+  shape.width = std::min(max_blocks_per_seq_,
+                         std::max(config_.min_table_width, int32_t(std::bit_ceil(uint32_t(blocks_wide)))));
   return shape;
 }
 
@@ -268,7 +271,9 @@ void ModelRunner::pack_views(const SeqStep& seq, int32_t s, const Layout& l) {
 }
 
 // Padding sequences of a graph bucket: new_per_seq tokens (token 0) at positions 0.. of a sequence that
-// lives in the scratch block, written and read there only; logits of their last rows.
+// lives in the scratch block, written and read there only (every column of its table is the scratch block,
+// so a verify step's longer rows wrap around in it: padding reads garbage, never a real sequence's KV);
+// logits of their last rows.
 void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32_t logits_per_seq, const Layout& l) {
   const size_t num_groups = size_t(config_.num_kv_groups());
   const int32_t bs = config_.block_size;
@@ -278,13 +283,16 @@ void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32
       const int32_t row = s * new_per_seq + i;
       h[l.token_ids + row] = 0;
       h[l.positions + row] = i;
-      for (size_t g = 0; g < num_groups; ++g) h[l.slot_mapping + int64_t(g) * l.num_tokens + row] = scratch_blocks_[g] * bs + i;
+      for (size_t g = 0; g < num_groups; ++g)
+        h[l.slot_mapping + int64_t(g) * l.num_tokens + row] = scratch_blocks_[g] * bs + i % bs;
       uint32_t* mask = reinterpret_cast<uint32_t*>(h + l.tree_mask + int64_t(row) * l.mask_words);
       for (int32_t w = 0; w < l.mask_words; ++w) mask[w] = chain_bits(i, w);
     }
     for (int32_t j = 0; j < logits_per_seq; ++j)
       h[l.logits_rows + s * logits_per_seq + j] = (s + 1) * new_per_seq - logits_per_seq + j;
-    for (size_t g = 0; g < num_groups; ++g) h[l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width] = scratch_blocks_[g];
+    const int32_t blocks = (new_per_seq + bs - 1) / bs;  // at most l.width: a real sequence computes as many
+    for (size_t g = 0; g < num_groups; ++g)
+      std::fill_n(h + l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width, blocks, scratch_blocks_[g]);
     h[l.query_start + s + 1] = (s + 1) * new_per_seq;
     h[l.context_lens + s] = new_per_seq;
   }
@@ -343,7 +351,8 @@ Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool a
   if (bucket > 0) pack_padding(shape.num_seqs, shape.uniform_new, shape.uniform_logits, l);
   ops_.copy_from_host(inputs_.view.slice(0, l.size), staging_.view.data);
   staging_read_->record();
-  const model::ForwardContext ctx = context(l);
+  model::ForwardContext ctx = context(l);
+  ctx.max_query_len = shape.max_new;  // padding sequences have as many as the real ones
   const Tensor logits = logits_.view.slice(0, l.num_logits);
   if (bucket == 0) {
     model_.forward(ctx, logits);

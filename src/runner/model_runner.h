@@ -4,11 +4,11 @@
 // they were chosen: a step arrives as the scheduler's BatchPlan, or as SeqStep rows.
 //
 // Every step's int32 inputs are packed into one page-locked staging arena and go up in one copy. A
-// uniform step (every sequence the same number k of new tokens and of logits rows, k <= block_size: plain
-// decode, or a speculative verify of k - 1 drafts) that samples on the device is padded to a batch bucket
-// (1, 2, 4, ... max_num_seqs) and replayed from a CUDA graph captured the first time its shape came up;
-// the padding rows read and write only a scratch KV block that the scheduler never hands out, so they
-// cannot touch a real sequence.
+// uniform step (every sequence the same number k of new tokens and of logits rows, with k <= block_size
+// or a draft tree: plain decode, or a speculative verify of k - 1 drafts) that samples on the device is
+// padded to a batch bucket (1, 2, 4, ... max_num_seqs) and replayed from a CUDA graph captured the first
+// time its shape came up; the padding rows read and write only a scratch KV block that the scheduler
+// never hands out, so they cannot touch a real sequence.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,10 @@ struct RunnerConfig {
   std::optional<DType> kv_dtype;   // the KV cache's element type; unset: the backend's compute dtype
   // Replay uniform steps of step_and_sample() from graphs, when the backend can capture them.
   bool cuda_graphs = true;
+  // Block tables go up as wide as the power of two covering the step's longest, but at least this many
+  // columns: a model whose attention costs little either way (a draft head) captures one graph per step
+  // shape for every context up to it, instead of one per power of two.
+  int32_t min_table_width = 1;
 
   int32_t num_kv_groups() const { return int32_t(num_blocks.size()); }
 };
@@ -120,6 +124,7 @@ class ModelRunner {
   // What a step holds, from checking its sequences.
   struct StepShape {
     int32_t num_seqs = 0, num_tokens = 0, num_logits = 0;
+    int32_t max_new = 0;       // the most new tokens of one sequence
     int32_t width = 0;         // block-table columns passed to the kernels
     int32_t mask_words = 0;    // tree-mask words per token; 0: every sequence a chain
     int32_t uniform_new = 0;   // when every sequence has this many new tokens and uniform_logits rows; else 0

@@ -27,8 +27,12 @@ struct Eagle3Drafter::Growing {
 };
 
 Eagle3Drafter::Eagle3Drafter(std::unique_ptr<model::Eagle3Head> head, model::Model& target, backend::Ops& ops,
-                             const Eagle3Geometry& geometry, const Eagle3Options& options)
+                             const Eagle3Geometry& geometry, const Eagle3Options& options,
+                             std::unique_ptr<sample::DeviceSampler> sampler)
     : head_(std::move(head)), target_(target), ops_(ops), geometry_(geometry), options_(options) {
+  top_params_.temperature = 0.0f;
+  top_params_.top_logprobs = options.top_k;
+  if (!top_params_.validate().ok()) sampler.reset();  // more children than the sampler ranks: on the host
   const int32_t bs = geometry.block_size;
   scratch_per_seq_ = blocks_for(max_expanded(), bs) + 1;
   runner::RunnerConfig config;
@@ -37,8 +41,10 @@ Eagle3Drafter::Eagle3Drafter(std::unique_ptr<model::Eagle3Head> head, model::Mod
   config.block_size = bs;
   config.num_blocks = {geometry.pool_blocks + geometry.max_num_seqs * scratch_per_seq_};
   config.max_model_len = geometry.max_model_len + max_expanded() + bs;
-  config.cuda_graphs = false;
-  runner_ = std::make_unique<runner::ModelRunner>(*head_, ops, config);
+  config.cuda_graphs = geometry.cuda_graphs;
+  // One graph per step shape (catch-up length, depth) for contexts up to 4096 tokens: 1 KB of table a sequence.
+  config.min_table_width = blocks_for(4096, bs);
+  runner_ = std::make_unique<runner::ModelRunner>(*head_, ops, config, std::move(sampler));
   const int64_t hidden = head_->config().hidden_size;
   const DType dtype = head_->input_hidden().dtype;
   rows_a_ = ops.alloc(DType::kI32, {config.max_num_tokens});
@@ -69,6 +75,25 @@ Status Eagle3Drafter::observe(std::span<const DraftInput> inputs) {
   if (!growing.empty()) DRIFT_RETURN_IF_ERROR(expand(growing));
   for (Growing& g : growing) trees_[g.seq_id] = g.builder.build();
   return Status::Ok();
+}
+
+Expected<std::span<const TopRow>> Eagle3Drafter::run_head(std::span<const runner::SeqStep> steps) {
+  size_t rows = 0;
+  for (const runner::SeqStep& step : steps) rows += step.logit_rows.size();
+  tops_.resize(rows);
+  if (runner_->samples_on_device()) {
+    sampling_.assign(rows, sample::RowSampling{.params = &top_params_});
+    DRIFT_ASSIGN_OR_RETURN(const std::span<const sample::SampleResult> picked, runner_->step_and_sample(steps, sampling_));
+    for (size_t r = 0; r < rows; ++r) {
+      tops_[r].clear();
+      for (const sample::TokenLogprob& t : picked[r].top) tops_[r].emplace_back(t.token, t.logprob);
+    }
+  } else {
+    DRIFT_ASSIGN_OR_RETURN(const std::span<const float> logits, runner_->step(steps));
+    const size_t vocab = size_t(head_->vocab_size());
+    for (size_t r = 0; r < rows; ++r) tops_[r] = top_logprobs(logits.subspan(r * vocab, vocab), options_.top_k);
+  }
+  return std::span<const TopRow>(tops_);
 }
 
 core::DraftTree Eagle3Drafter::take_tree(int64_t seq_id) {
@@ -112,8 +137,7 @@ Status Eagle3Drafter::catch_up(std::span<const DraftInput> inputs, std::vector<G
     return invalid_argument(fmt::format("EAGLE-3 catch-up of {} rows exceeds the head's {}", taps.size(), rows_a_.view.numel()));
   const Tensor rows = upload(rows_a_, taps).view;
   head_->fuse_taps(target_.hidden_taps(), rows, head_->input_hidden().slice(0, int64_t(taps.size())));
-  DRIFT_ASSIGN_OR_RETURN(std::span<const float> logits, runner_->step(steps));
-  const size_t vocab = size_t(head_->vocab_size());
+  DRIFT_ASSIGN_OR_RETURN(const std::span<const TopRow> tops, run_head(steps));
   std::vector<int32_t> src, dst;
   size_t row = 0;
   for (size_t k = 0; k < stepped.size(); ++k) {
@@ -124,7 +148,7 @@ Status Eagle3Drafter::catch_up(std::span<const DraftInput> inputs, std::vector<G
     g.seq = in.seq;
     g.context = in.first + int32_t(in.tap_rows.size());
     g.slot = int32_t(growing.size()) - 1;
-    g.builder.start(logits.subspan(row++ * vocab, vocab), head_->draft_to_target());
+    g.builder.start(tops[row++], head_->draft_to_target());
     // Every depth-1 node continues from the last catch-up row's state.
     for (int32_t e = 0; e < g.builder.frontier_size(); ++e) {
       src.push_back(first_rows[k] + int32_t(in.tap_rows.size()) - 1);
@@ -140,7 +164,6 @@ Status Eagle3Drafter::catch_up(std::span<const DraftInput> inputs, std::vector<G
 // the cache as context) and grows the frontier's children.
 Status Eagle3Drafter::expand(std::vector<Growing>& growing) {
   const int32_t bs = geometry_.block_size, big = max_expanded();
-  const size_t vocab = size_t(head_->vocab_size());
   for (int32_t d = 1; d < options_.depth; ++d) {
     std::vector<runner::SeqStep> steps;
     std::vector<int32_t> hidden_rows, first_rows;
@@ -179,7 +202,7 @@ Status Eagle3Drafter::expand(std::vector<Growing>& growing) {
     }
     const Tensor rows = upload(rows_a_, hidden_rows).view;
     ops_.gather_rows(node_hidden_.view, rows, head_->input_hidden().slice(0, int64_t(hidden_rows.size())));
-    DRIFT_ASSIGN_OR_RETURN(std::span<const float> logits, runner_->step(steps));
+    DRIFT_ASSIGN_OR_RETURN(const std::span<const TopRow> tops, run_head(steps));
     std::vector<int32_t> src, dst;
     size_t logit_row = 0;
     for (size_t k = 0; k < growing.size(); ++k) {
@@ -188,7 +211,7 @@ Status Eagle3Drafter::expand(std::vector<Growing>& growing) {
       const int32_t frontier = g.builder.frontier_size();
       std::vector<int32_t> row_of(g.builder.candidates().size(), -1);  // expanded candidate -> its row this step
       for (int32_t e = 0; e < before; ++e) row_of[size_t(g.builder.expanded()[size_t(e)])] = first_rows[k] + e;
-      g.builder.grow(logits.subspan(logit_row * vocab, size_t(frontier) * vocab), head_->draft_to_target());
+      g.builder.grow(tops.subspan(logit_row, size_t(frontier)), head_->draft_to_target());
       logit_row += size_t(frontier);
       // A new frontier node's input is its parent's output state.
       for (int32_t e = before; e < int32_t(g.builder.expanded().size()) && e < big; ++e) {

@@ -22,6 +22,7 @@
 #include "core/spec/draft_tree.h"
 #include "model/arch/eagle3.h"
 #include "runner/model_runner.h"
+#include "sample/device_sampler.h"
 #include "spec/tree_builder.h"
 
 namespace drift::spec {
@@ -40,6 +41,7 @@ struct Eagle3Geometry {
   int32_t max_model_len = 4096;
   int32_t pool_blocks = 0;        // blocks of the target's KV group `kv_group`
   int32_t kv_group = 0;           // which of the target's block tables the head shares
+  bool cuda_graphs = true;        // replay the head's uniform steps from graphs (with a device sampler)
 };
 
 // What one target step left for the drafter, per sequence that keeps running.
@@ -52,8 +54,12 @@ struct DraftInput {
 
 class Eagle3Drafter {
  public:
+  // `sampler` (optional, rows of the head's draft vocabulary, at least max_num_seqs * top_k of them)
+  // ranks each row's children on the device, so a head step brings back [rows, top_k] instead of its
+  // logits, and lets the head's steps replay from graphs.
   Eagle3Drafter(std::unique_ptr<model::Eagle3Head> head, model::Model& target, backend::Ops& ops,
-                const Eagle3Geometry& geometry, const Eagle3Options& options);
+                const Eagle3Geometry& geometry, const Eagle3Options& options,
+                std::unique_ptr<sample::DeviceSampler> sampler = nullptr);
 
   // Catch-up over every input's kept rows, then trees for those that want one. Call after the target
   // step whose hidden taps hold the rows (before the next target step overwrites them).
@@ -69,6 +75,8 @@ class Eagle3Drafter {
   struct Growing;  // a sequence whose tree is being drafted
   Status catch_up(std::span<const DraftInput> inputs, std::vector<Growing>& growing);
   Status expand(std::vector<Growing>& growing);
+  // Runs the head on `steps`: the top_k draft ids of every logits row, in SeqStep order.
+  Expected<std::span<const TopRow>> run_head(std::span<const runner::SeqStep> steps);
   // node_hidden_ rows dst[i] = head output rows src[i] (the parents' pre-norm states).
   void keep_hidden(std::span<const int32_t> src, std::span<const int32_t> dst);
   backend::Buffer upload(backend::Buffer& buffer, std::span<const int32_t> values);
@@ -85,6 +93,9 @@ class Eagle3Drafter {
   backend::Buffer moved_;            // [max_num_seqs * top_k, hidden]: gathered parent states
   backend::Buffer node_hidden_;      // [max_num_seqs * max_expanded, hidden]: input state of each expanded node
   std::unordered_map<int64_t, core::DraftTree> trees_;
+  SamplingParams top_params_;                   // greedy, with the top_k log-probabilities of every row
+  std::vector<sample::RowSampling> sampling_;  // [rows of a head step]
+  std::vector<TopRow> tops_;                   // run_head()'s rows
 };
 
 }  // namespace drift::spec

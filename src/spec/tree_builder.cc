@@ -10,8 +10,8 @@
 namespace drift::spec {
 
 // One pass for the maximum, one for the normaliser and the k best (kept sorted by insertion: k is a
-// tree's top-k, a handful, and the vocabulary tens of thousands, so this is what the drafting round's
-// host time goes to; a sort of the whole row cost ten times more).
+// tree's top-k, a handful, and the vocabulary tens of thousands; a sort of the whole row cost ten times
+// more). Backends with a device sampler do this on the device instead (Eagle3Drafter).
 std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int32_t k) {
   const float lowest = -std::numeric_limits<float>::infinity();
   auto value = [&](size_t i) { return std::isnan(logits[i]) ? lowest : logits[i]; };
@@ -34,30 +34,33 @@ std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logit
   return top;
 }
 
-void TreeBuilder::add_children(int32_t parent, std::span<const float> logits, std::span<const int32_t> draft_to_target,
+void TreeBuilder::add_children(int32_t parent, const TopRow& row, std::span<const int32_t> draft_to_target,
                                float parent_score, int32_t depth) {
-  DRIFT_CHECK_EQ(logits.size(), draft_to_target.size());
-  for (const auto& [id, logp] : top_logprobs(logits, top_k_))
+  const size_t n = std::min(row.size(), size_t(std::max(top_k_, 0)));
+  for (size_t i = 0; i < n; ++i) {
+    const auto [id, logp] = row[i];
+    DRIFT_CHECK(id >= 0 && size_t(id) < draft_to_target.size(), "draft id {} outside the draft vocabulary of {}", id,
+                draft_to_target.size());
     candidates_.push_back({draft_to_target[size_t(id)], parent, depth, parent_score + logp});
+  }
 }
 
-void TreeBuilder::start(std::span<const float> logits, std::span<const int32_t> draft_to_target) {
+void TreeBuilder::start(const TopRow& root, std::span<const int32_t> draft_to_target) {
   candidates_.clear();
   expanded_.clear();
-  add_children(-1, logits, draft_to_target, 0.0f, 1);
+  add_children(-1, root, draft_to_target, 0.0f, 1);
   for (int32_t c = 0; c < int32_t(candidates_.size()); ++c) expanded_.push_back(c);
   frontier_size_ = int32_t(candidates_.size());
 }
 
-void TreeBuilder::grow(std::span<const float> logits, std::span<const int32_t> draft_to_target) {
-  const size_t vocab = draft_to_target.size();
-  DRIFT_CHECK_EQ(logits.size(), size_t(frontier_size_) * vocab);
+void TreeBuilder::grow(std::span<const TopRow> rows, std::span<const int32_t> draft_to_target) {
+  DRIFT_CHECK_EQ(rows.size(), size_t(frontier_size_));
   const auto first_new = int32_t(candidates_.size());
   const size_t frontier_begin = expanded_.size() - size_t(frontier_size_);
   for (int32_t f = 0; f < frontier_size_; ++f) {
     const int32_t parent = expanded_[frontier_begin + size_t(f)];
     const Candidate p = candidates_[size_t(parent)];
-    add_children(parent, logits.subspan(size_t(f) * vocab, vocab), draft_to_target, p.score, p.depth + 1);
+    add_children(parent, rows[size_t(f)], draft_to_target, p.score, p.depth + 1);
   }
   std::vector<int32_t> children(candidates_.size() - size_t(first_new));
   std::iota(children.begin(), children.end(), first_new);

@@ -18,6 +18,11 @@ namespace drift::spec {
 // count as -inf, so a broken row proposes nothing useful but never crashes.
 std::vector<std::pair<int32_t, float>> top_logprobs(std::span<const float> logits, int32_t k);
 
+// One row of draft logits as the builder reads it: its most likely draft ids with their log-probabilities,
+// best first (top_logprobs() of host logits, or the device sampler's top log-probabilities); the first
+// top_k are used.
+using TopRow = std::vector<std::pair<int32_t, float>>;
+
 class TreeBuilder {
  public:
   struct Candidate {
@@ -29,10 +34,10 @@ class TreeBuilder {
 
   TreeBuilder(int32_t top_k, int32_t num_tokens) : top_k_(top_k), num_tokens_(num_tokens) {}
 
-  // Depth 1 from the root's row of draft logits; draft id i is target id draft_to_target[i].
-  void start(std::span<const float> logits, std::span<const int32_t> draft_to_target);
-  // One row of draft logits per frontier node (frontier() order) -> the next frontier.
-  void grow(std::span<const float> logits, std::span<const int32_t> draft_to_target);
+  // Depth 1 from the root's row; draft id i is target id draft_to_target[i].
+  void start(const TopRow& root, std::span<const int32_t> draft_to_target);
+  // One row per frontier node (frontier() order) -> the next frontier.
+  void grow(std::span<const TopRow> rows, std::span<const int32_t> draft_to_target);
 
   // Candidates the head has run on or runs on next (the frontiers so far, in order): candidate indices.
   const std::vector<int32_t>& expanded() const { return expanded_; }
@@ -43,8 +48,8 @@ class TreeBuilder {
   core::DraftTree build() const;
 
  private:
-  void add_children(int32_t parent, std::span<const float> logits, std::span<const int32_t> draft_to_target,
-                    float parent_score, int32_t depth);
+  void add_children(int32_t parent, const TopRow& row, std::span<const int32_t> draft_to_target, float parent_score,
+                    int32_t depth);
 
   int32_t top_k_, num_tokens_;
   std::vector<Candidate> candidates_;

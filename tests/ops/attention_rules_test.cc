@@ -1,7 +1,7 @@
 // CUDA paged attention with the new key rules against the CPU backend and the brute-force reference
 // (tests/support/attention_case.h): explicit query positions, draft trees through packed ancestor masks
 // beside chains, windows and sinks, block-table views for decode (split-KV kernel) and for chains and
-// trees (tensor-core kernel). Slots no query may read hold NaN, and the output starts as NaN.
+// trees (the split-KV kernel as verify steps take it, and the tensor-core kernel). Slots no query may read hold NaN, and the output starts as NaN.
 // Tolerance 1e-2 relative L2, as for the chain cases (bf16 output and bf16 softmax weights in P V).
 #include <algorithm>
 #include <ostream>
@@ -32,7 +32,9 @@ class AttentionRulesTest : public CudaOpsTest, public ::testing::WithParamInterf
     b.sinks = gpu ? gpu_f32(in.sinks, {h}) : cpu_f32(in.sinks, {h});
     b.out = gpu ? gpu_poisoned(DType::kBF16, {t, h, d}) : ops.alloc(DType::kF32, {t, h, d});
     const backend::PagedAttentionParams p = b.params(c, in);
+    if (gpu) gpu_->synchronize();  // `ops` may be another CUDA backend, on its own stream
     ops.paged_attention(p);
+    ops.synchronize();
     return gpu ? read_gpu(b.out.view) : read_cpu(b.out.view);
   }
 };
@@ -44,6 +46,19 @@ TEST_P(AttentionRulesTest, MatchesCpuAndTheDefinition) {
   EXPECT_CLOSE(got, run(*cpu_, false, c, in), kAttention) << c.name;
   EXPECT_CLOSE(got, reference_attention(c, in), kAttention) << c.name;
   EXPECT_EQ(run(*gpu_, true, c, in), got) << c.name << ": the same launch twice gives other bits";
+}
+
+// The default backend sends these short steps (a few tokens a sequence, as verify steps have) to the
+// split-KV decode kernel (CudaOptions::split_kv_max_tokens_per_seq); the same steps through the tensor-core
+// prefill kernel, as longer ones take it.
+TEST_P(AttentionRulesTest, TensorCoreRouteMatchesCpu) {
+  const KeyCase& c = GetParam();
+  auto split = backend::make_cuda_ops({.split_kv_max_tokens_per_seq = 0});
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  const KeyInputs in = build_inputs(c, rng_);
+  const auto got = run(**split, true, c, in);
+  EXPECT_CLOSE(got, run(*cpu_, false, c, in), kAttention) << c.name;
+  EXPECT_CLOSE(got, reference_attention(c, in), kAttention) << c.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionRulesTest, ::testing::ValuesIn(key_cases()),

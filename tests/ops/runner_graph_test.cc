@@ -15,11 +15,13 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "model/arch/eagle3.h"
 #include "model/registry.h"
 #include "model_copy.h"
 #include "retrofit_file.h"
 #include "runner/model_runner.h"
 #include "sample/sampler.h"
+#include "spec/eagle3_drafter.h"
 
 namespace drift::testing {
 namespace {
@@ -273,6 +275,39 @@ TEST_P(RunnerGraphs, PaddedDecodeReplaysMatchEagerSteps) {
   EXPECT_EQ(eager.graphs, 0);
 }
 
+// The verify tests' runner: four sequences of up to 128 tokens, 64 tokens a step.
+runner::RunnerConfig verify_config(size_t groups, int32_t block_size, int32_t num_blocks, bool graphs) {
+  runner::RunnerConfig rc;
+  rc.block_size = block_size;
+  rc.num_blocks.assign(groups, num_blocks);
+  rc.max_num_seqs = 4;
+  rc.max_num_tokens = 64;
+  rc.max_model_len = 128;
+  rc.cuda_graphs = graphs;
+  return rc;
+}
+
+// One step's greedy token per logits row: sampled on the "device" (step_and_sample, graphs allowed) or
+// argmax over host logits (step, always eager). Empty when the step fails.
+std::vector<int32_t> greedy_tokens(runner::ModelRunner& runner, bool graphs, std::span<const runner::SeqStep> steps,
+                                   std::span<const sample::RowSampling> rows) {
+  std::vector<int32_t> next;
+  if (graphs) {
+    auto picked = runner.step_and_sample(steps, rows);
+    EXPECT_TRUE(picked.ok()) << picked.status().to_string();
+    if (!picked.ok()) return {};
+    for (const auto& p : *picked) next.push_back(p.token);
+  } else {
+    auto logits = runner.step(steps);
+    EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+    if (!logits.ok()) return {};
+    const size_t vocab = size_t(runner.vocab_size());
+    for (size_t r = 0; r < rows.size(); ++r)
+      next.push_back(sample::argmax(std::span<const float>(logits->data() + r * vocab, vocab)));
+  }
+  return next;
+}
+
 // Steps of three new tokens per sequence with logits for all three (a verify of two drafts), replayed
 // from graphs: every row's greedy token equals the eager step's. The inputs are teacher-forced (each
 // step appends three fixed tokens), so both runs schedule exactly the same steps. With `tree` the three
@@ -283,14 +318,7 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
   std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
   if (model == nullptr) return {};
   const size_t groups = num_kv_groups(*model, ops);
-  runner::RunnerConfig rc;
-  rc.block_size = 16;
-  rc.num_blocks.assign(groups, 32);
-  rc.max_num_seqs = 4;
-  rc.max_num_tokens = 64;
-  rc.max_model_len = 128;
-  rc.cuda_graphs = graphs;
-  runner::ModelRunner runner(*model, ops, rc, std::make_unique<HostSampler>());
+  runner::ModelRunner runner(*model, ops, verify_config(groups, 16, 32, graphs), std::make_unique<HostSampler>());
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   const int32_t rows_per_seq[] = {0, 1, 2};
@@ -318,20 +346,8 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
       steps.push_back(s);
       for (int32_t j = 0; j < (step > 0 ? 3 : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
     }
-    std::vector<int32_t> next;
-    if (graphs) {
-      auto picked = runner.step_and_sample(steps, rows);
-      EXPECT_TRUE(picked.ok()) << picked.status().to_string();
-      if (!picked.ok()) return {};
-      for (const auto& p : *picked) next.push_back(p.token);
-    } else {
-      auto logits = runner.step(steps);
-      EXPECT_TRUE(logits.ok()) << logits.status().to_string();
-      if (!logits.ok()) return {};
-      const size_t vocab = size_t(runner.vocab_size());
-      for (size_t r = 0; r < rows.size(); ++r)
-        next.push_back(sample::argmax(std::span<const float>(logits->data() + r * vocab, vocab)));
-    }
+    const std::vector<int32_t> next = greedy_tokens(runner, graphs, steps, rows);
+    if (next.size() != rows.size()) return {};
     size_t r = 0;
     for (size_t i = 0; i < tokens.size(); ++i) {
       computed[i] = int32_t(tokens[i].size());
@@ -343,22 +359,31 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
   return picked_tokens;
 }
 
-void expect_verify_replays_match(const Retrofit& retrofit, bool tree) {
+// Runs `run` with graphs (on RecordingOps) and eagerly (on the CPU backend): every sequence's tokens equal,
+// a prompt's token and five steps of `per_step` each, with `captures` graphs captured and `replays` replays.
+using StepsRun = std::function<std::vector<std::vector<int32_t>>(backend::Ops&, bool graphs, int64_t*, int64_t*)>;
+void expect_replays_match(const StepsRun& run, size_t per_step, int64_t captures, int64_t replays) {
   RecordingOps recording;
-  int64_t graphs = 0, replays = 0, eager_graphs = 0, eager_replays = 0;
-  const auto with_graphs = run_verify_steps(recording, true, retrofit, tree, &graphs, &replays);
+  int64_t graphs = 0, replayed = 0, eager_graphs = 0, eager_replays = 0;
+  const auto with_graphs = run(recording, true, &graphs, &replayed);
   auto cpu = backend::make_cpu_ops();
-  const auto eager = run_verify_steps(*cpu, false, retrofit, tree, &eager_graphs, &eager_replays);
+  const auto eager = run(*cpu, false, &eager_graphs, &eager_replays);
   ASSERT_EQ(with_graphs.size(), 3u);
   EXPECT_EQ(with_graphs, eager);
-  EXPECT_EQ(with_graphs[0].size(), 1u + 5 * 3);
-  // Bucket 4 (three sequences and one padding row), three tokens and three logits each; the longest
-  // sequence holds 8, 11, 14 tokens in steps 1-3 (tables one block wide) and 17, 20 in steps 4-5 (two):
-  // two graphs, each captured once and replayed after.
-  EXPECT_EQ(recording.captures, 2);
-  EXPECT_EQ(graphs, 2);
-  EXPECT_EQ(replays, 3);
+  EXPECT_EQ(with_graphs[0].size(), 1u + 5 * per_step);
+  EXPECT_EQ(recording.captures, captures);
+  EXPECT_EQ(graphs, captures);
+  EXPECT_EQ(replayed, replays);
   EXPECT_EQ(eager_graphs, 0);
+}
+
+// Bucket 4 (three sequences and one padding row), three tokens and three logits each; the longest
+// sequence holds 8, 11, 14 tokens in steps 1-3 (tables one block wide) and 17, 20 in steps 4-5 (two):
+// two graphs, each captured once and replayed after.
+void expect_verify_replays_match(const Retrofit& retrofit, bool tree) {
+  expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
+    return run_verify_steps(ops, graphs, retrofit, tree, num_graphs, num_replays);
+  }, 3, 2, 3);
 }
 
 TEST_P(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) { expect_verify_replays_match(GetParam(), false); }
@@ -366,6 +391,132 @@ TEST_P(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) { expect_verify
 // What a tree query sees is the engine tests' concern (eagle3_test.cc, retrofit_eagle3_test.cc); here, that
 // the tree mask and positions reach the replayed layers as they reach eager ones.
 TEST_P(RunnerGraphs, DraftTreeVerifyStepsReplayFromGraphs) { expect_verify_replays_match(GetParam(), true); }
+
+// Verify steps of a seven-token draft tree (a root and six nodes over three depths) with blocks of four
+// tokens: longer than a block, so the bucket's padding sequence wraps around in the scratch block. Three
+// sequences padded to four, teacher-forced as above; greedy tokens equal eager steps' (a padding row that
+// wrote past the scratch block, or read a real sequence's blocks, would change them or fault).
+std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool graphs, const Retrofit& retrofit,
+                                                      int64_t* num_graphs, int64_t* num_replays) {
+  std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
+  if (model == nullptr) return {};
+  const size_t groups = num_kv_groups(*model, ops);
+  constexpr int32_t kNodes = 7;
+  const int32_t parents[kNodes] = {-1, 0, 0, 1, 1, 2, 3};
+  int32_t depth[kNodes] = {};
+  uint32_t mask[kNodes] = {};
+  for (int32_t n = 0; n < kNodes; ++n) {
+    depth[n] = n == 0 ? 0 : depth[parents[n]] + 1;
+    for (int32_t a = n; a >= 0; a = parents[a]) mask[n] |= 1u << a;
+  }
+  runner::ModelRunner runner(*model, ops, verify_config(groups, 4, 40, graphs), std::make_unique<HostSampler>());
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const int32_t all_rows[kNodes] = {0, 1, 2, 3, 4, 5, 6};
+  std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300, 301, 12}, {200, 201, 202, 203}};
+  std::vector<std::vector<std::vector<int32_t>>> tables;
+  for (int32_t i = 0; i < 3; ++i) {
+    std::vector<int32_t> table(12);
+    for (int32_t b = 0; b < 12; ++b) table[size_t(b)] = 3 * b + i;  // interleaved: block 0 is sequence 0's
+    tables.emplace_back(groups, table);
+  }
+  std::vector<std::vector<int32_t>> positions(3), picked_tokens(3);
+  std::vector<int32_t> computed(3, 0);
+  for (int32_t step = 0; step < 6; ++step) {
+    std::vector<runner::SeqStep> steps;
+    std::vector<sample::RowSampling> rows;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (step > 0)
+        for (int32_t j = 0; j < kNodes; ++j) tokens[i].push_back(int32_t(100 + 13 * step + 5 * j + int32_t(i)));
+      runner::SeqStep s{tokens[i], computed[i], int32_t(tokens[i].size()) - computed[i], tables[i]};
+      if (step > 0) {
+        positions[i].clear();
+        for (int32_t n = 0; n < kNodes; ++n) positions[i].push_back(computed[i] + depth[n]);
+        s.logit_rows = all_rows;
+        s.positions = positions[i];
+        s.tree_mask = mask;
+      } else {
+        s.wants_logits = true;
+      }
+      steps.push_back(s);
+      for (int32_t j = 0; j < (step > 0 ? kNodes : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
+    }
+    const std::vector<int32_t> next = greedy_tokens(runner, graphs, steps, rows);
+    if (next.size() != rows.size()) return {};
+    size_t r = 0;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      computed[i] = int32_t(tokens[i].size());
+      for (int32_t j = 0; j < (step > 0 ? kNodes : 1); ++j) picked_tokens[i].push_back(next[r++]);
+    }
+  }
+  *num_graphs = runner.num_graphs();
+  *num_replays = runner.num_graph_replays();
+  return picked_tokens;
+}
+
+// The longest sequence holds 12, 19, 26, 33, 40 tokens in steps 1-5: tables 3, 5, 7, 9, 10 blocks, passed
+// 4, 8, 8, 16, 16 wide: three graphs, two replays.
+TEST_P(RunnerGraphs, DraftTreesLongerThanABlockReplayFromGraphs) {
+  expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
+    return run_wide_tree_steps(ops, graphs, GetParam(), num_graphs, num_replays);
+  }, 7, 3, 2);
+}
+
+// EAGLE-3 drafting rounds of a random head on the llama fixture: with a device sampler ranking each
+// row's children and the head's steps replayed from graphs (the CUDA engine's path), the drafter grows the
+// same trees as with host logits and no graphs (the CPU engine's). Three rounds over the same kept rows;
+// the first captures one graph per expansion depth, the others replay them.
+std::vector<core::DraftTree> draft_rounds(backend::Ops& ops, bool device_path) {
+  std::unique_ptr<model::Model> target = load_fixture(ops, {"none", std::nullopt});
+  if (target == nullptr) return {};
+  auto head = model::random_eagle3_head(*target, ops, 3);
+  EXPECT_TRUE(head.ok()) << head.status().to_string();
+  if (!head.ok()) return {};
+  EXPECT_TRUE(target->set_hidden_taps((*head)->eagle().capture_layers).ok());
+  runner::RunnerConfig rc;
+  rc.block_size = 16;
+  rc.num_blocks.assign(num_kv_groups(*target, ops), 16);
+  rc.max_num_seqs = 2;
+  rc.max_num_tokens = 64;
+  rc.max_model_len = 128;
+  runner::ModelRunner runner(*target, ops, rc);
+  core::Sequence seq;
+  seq.seq_id = 4;
+  for (int32_t i = 0; i < 21; ++i) seq.tokens.push_back(int32_t(7 + 37 * i) % int32_t(target->vocab_size()));
+  seq.block_tables.assign(rc.num_blocks.size(), std::vector<int32_t>{9, 2});
+  runner::SeqStep prompt{std::span<const int32_t>(seq.tokens).first(20), 0, 20, seq.block_tables, true};
+  EXPECT_TRUE(runner.step({&prompt, 1}).ok());  // the taps hold the prompt's rows
+  const spec::Eagle3Geometry geometry{.block_size = 16, .max_num_seqs = 2, .max_num_tokens = 64, .max_model_len = 128,
+                                      .pool_blocks = 16, .kv_group = 0, .cuda_graphs = device_path};
+  spec::Eagle3Drafter drafter(std::move(head).value(), *target, ops, geometry, {.num_tokens = 10, .depth = 4, .top_k = 3},
+                              device_path ? std::make_unique<HostSampler>() : nullptr);
+  spec::DraftInput input{.seq = &seq, .first = 0, .wants_tree = true};
+  for (int32_t r = 0; r < 20; ++r) input.tap_rows.push_back(r);
+  std::vector<core::DraftTree> trees;
+  for (int round = 0; round < 3; ++round) {
+    const Status drafted = drafter.observe({&input, 1});
+    EXPECT_TRUE(drafted.ok()) << drafted.to_string();
+    trees.push_back(drafter.take_tree(seq.seq_id));
+  }
+  return trees;
+}
+
+TEST(Eagle3DrafterGraphs, DeviceRankedChildrenAndReplayedStepsGrowTheHostsTrees) {
+  RecordingOps recording;
+  const std::vector<core::DraftTree> device = draft_rounds(recording, true);
+  auto cpu = backend::make_cpu_ops();
+  const std::vector<core::DraftTree> host = draft_rounds(*cpu, false);
+  ASSERT_EQ(device.size(), 3u);
+  ASSERT_EQ(host.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(device[r].size(), 10) << "round " << r;
+    EXPECT_EQ(device[r].tokens, host[r].tokens) << "round " << r;
+    EXPECT_EQ(device[r].parents, host[r].parents) << "round " << r;
+  }
+  // Depths 2..4 each ran as one graph: captured in the first round, replayed in the other two (the
+  // catch-up's 20-row chain is longer than a block and runs directly).
+  EXPECT_EQ(recording.captures, 3);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Retrofits, RunnerGraphs,

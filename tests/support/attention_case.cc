@@ -213,6 +213,7 @@ backend::PagedAttentionParams KeyBuffers::params(const KeyCase& c, const KeyInpu
   p.v_scale = v_scale.view;
   p.scale = in.scale;
   p.sliding_window = c.sliding_window;
+  for (const KeySeq& s : c.seqs) p.max_query_len = std::max(p.max_query_len, s.num_new);
   return p;
 }
 

@@ -57,7 +57,8 @@ CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
   attention_workspace_ = device_alloc(options.attention_workspace_bytes);
   split_counters_ = device_alloc(kMaxSplitCounters * sizeof(int32_t));
   DRIFT_CUDA_CHECK(cudaMemset(split_counters_.get(), 0, kMaxSplitCounters * sizeof(int32_t)));
-  lt_ = std::make_unique<cuda::CublasLt>(cublas_workspace_.get(), options.cublas_workspace_bytes, num_sms_);
+  lt_ = std::make_unique<cuda::CublasLt>(cublas_workspace_.get(), options.cublas_workspace_bytes, num_sms_,
+                                         options.gemm_autotune_max_rows);
 }
 
 CudaOps::~CudaOps() {
@@ -531,9 +532,11 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   return int32_t(splits);
 }
 
-void CudaOps::paged_attention(const PagedAttentionParams& p) { launch_attention(attention_params(p)); }
+void CudaOps::paged_attention(const PagedAttentionParams& p) {
+  launch_attention(attention_params(p), p.max_query_len);
+}
 
-void CudaOps::launch_attention(cuda::AttentionParams a) {
+void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
   if (a.num_tokens == 0) return;
   if (a.v_cache == nullptr && a.v_cache8 == nullptr) {  // MLA's shared latent
     DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
@@ -554,9 +557,11 @@ void CudaOps::launch_attention(cuda::AttentionParams a) {
   DRIFT_CHECK(a.selected == nullptr || decode_ok,
               "cuda sparse_paged_attention: head_dim {} with {} heads over {} kv heads is not supported", a.head_dim,
               a.num_heads, a.num_kv_heads);
-  // One new token per sequence (decode), a sparse step (each query its own keys), or a shape only the
-  // per-token kernel covers: split-KV decoding.
-  const bool prefill = a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok));
+  // One new token per sequence (decode), a sparse step (each query its own keys), a few tokens a sequence
+  // (CudaOptions::split_kv_max_tokens_per_seq), or a shape only the per-token kernel covers: split-KV decoding.
+  const bool few_per_seq = max_query_len > 0 && max_query_len <= options_.split_kv_max_tokens_per_seq;
+  const bool prefill =
+      a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok && !few_per_seq));
   if (prefill) return cuda::run_prefill_attention(a, stream_);
   a.num_splits = decode_splits(a);
   if (a.num_splits > 1) {

@@ -37,6 +37,15 @@ struct CudaOptions {
   // Routed experts at one token: each choice read directly, the input row from shared memory (else
   // grouped as for larger batches).
   bool moe_one_token_kernels = true;
+  // cuBLASLt products of at most this many rows time the heuristic's best few algorithms on their first
+  // call and keep the fastest (0: the heuristic's first pick everywhere).
+  int64_t gemm_autotune_max_rows = 256;
+  // Steps whose sequences have at most this many new tokens each (PagedAttentionParams::max_query_len:
+  // speculative verify steps, a draft tree or chain) attend through the split-KV decode kernel, one CTA
+  // per token and kv head and the keys split across the GPU, instead of the prefill kernel's query tiles,
+  // which leave most SMs idle for a few dozen queries (8B verify of a 16-node tree at context 512: 8.03
+  // -> 6.95 ms a step on an H100). 0: the prefill kernel for every step of several tokens a sequence.
+  int32_t split_kv_max_tokens_per_seq = 80;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
@@ -125,7 +134,8 @@ class CudaOps final : public Ops {
  private:
   // Queues attention with checked parameters: the latent kernels (v_cache null), else split-KV decoding
   // (one token per sequence, or a sparse step) or the tensor-core prefill kernel.
-  void launch_attention(cuda::AttentionParams a);
+  // max_query_len: PagedAttentionParams::max_query_len (0: unknown).
+  void launch_attention(cuda::AttentionParams a, int32_t max_query_len = 0);
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.

@@ -20,6 +20,7 @@ inline backend::PagedAttentionParams paged_attention_params(const ForwardContext
   p.context_lens = ctx.context_lens;
   p.q_positions = ctx.positions;
   p.tree_mask = ctx.tree_mask;
+  p.max_query_len = ctx.max_query_len;
   return p;
 }
 

@@ -47,14 +47,11 @@ TEST(TreeBuilder, GrowsByCumulativeScoreAndBuildsAClosedTree) {
   for (int32_t i = 0; i < vocab; ++i) d2t[size_t(i)] = 100 + 2 * i;  // draft id -> target id
   for (int32_t num_tokens : {1, 5, 9, 30}) {
     TreeBuilder b(k, num_tokens);
-    b.start(random_logits(rng, vocab), d2t);
+    b.start(top_logprobs(random_logits(rng, vocab), k), d2t);
     EXPECT_EQ(b.frontier_size(), k);
     for (int depth = 2; depth <= 4; ++depth) {
-      std::vector<float> rows;
-      for (int32_t f = 0; f < b.frontier_size(); ++f) {
-        const std::vector<float> row = random_logits(rng, vocab);
-        rows.insert(rows.end(), row.begin(), row.end());
-      }
+      std::vector<TopRow> rows;
+      for (int32_t f = 0; f < b.frontier_size(); ++f) rows.push_back(top_logprobs(random_logits(rng, vocab), vocab));
       const size_t before = b.candidates().size();
       b.grow(rows, d2t);
       // The new frontier: the best k of the new candidates.

@@ -1,6 +1,7 @@
 #include "backend/cuda/runtime/cublaslt.h"
 
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/runtime/check.h"
 #include "base/check.h"
@@ -11,6 +12,7 @@ struct CublasLt::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's picks, best first, until tuned
 
   ~Plan() {
     if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
@@ -28,8 +30,8 @@ size_t CublasLt::KeyHash::operator()(const Key& key) const {
   return h * 1000003u ^ size_t(key.alignment * 4 + s.out_f32 * 2 + key.bias);
 }
 
-CublasLt::CublasLt(void* workspace, size_t workspace_bytes, int num_sms)
-    : workspace_(workspace), workspace_bytes_(workspace_bytes), num_sms_(num_sms) {
+CublasLt::CublasLt(void* workspace, size_t workspace_bytes, int num_sms, int64_t autotune_max_m)
+    : workspace_(workspace), workspace_bytes_(workspace_bytes), num_sms_(num_sms), autotune_max_m_(autotune_max_m) {
   DRIFT_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -79,15 +81,20 @@ CublasLt::Plan& CublasLt::plan(const Key& key) {
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     DRIFT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
+  // Small weights (under 16 MiB) gain microseconds at most, and asking for more candidates costs host time.
+  const bool tuned = s.m <= autotune_max_m_ && s.n * s.k >= (int64_t(8) << 20);
+  const int wanted = tuned ? kCandidates : 1;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found);
+      cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, wanted, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   DRIFT_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0,
               "cuBLASLt has no algorithm for m={} n={} k={} batch={} out={} bias={} alignment={} (status {})", s.m,
               s.n, s.k, s.batch, s.out_f32 ? "f32" : "bf16", key.bias, key.alignment, int(st));
-  p->algo = result.algo;
+  p->algo = results[0].algo;
+  for (int i = 0; found > 1 && i < found; ++i) p->candidates.push_back(results[i].algo);
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
@@ -106,9 +113,48 @@ void CublasLt::matmul(const Shape& shape, const __nv_bfloat16* x, const __nv_bfl
   Plan& p = plan({shape, bias != nullptr, alignment});
   if (bias != nullptr)
     DRIFT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (!p.candidates.empty()) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    DRIFT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+    if (capturing == cudaStreamCaptureStatusNone) tune(p, x, w, out, stream);
+  }
   const float alpha = 1.0f, beta = 0.0f;
   DRIFT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
                                     workspace_, workspace_bytes_, stream));
+}
+
+// Each candidate runs once to warm up, then its best of three timed runs counts; a candidate that fails
+// to launch is skipped. The product is computed again by the caller, so `out` may hold any candidate's.
+void CublasLt::tune(Plan& p, const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, cudaStream_t stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DRIFT_CUDA_CHECK(cudaEventCreate(&start));
+  DRIFT_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = -1.0f;
+  for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
+    auto run = [&] {
+      return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &algo, workspace_,
+                            workspace_bytes_, stream);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;
+    float fastest = -1.0f;
+    for (int rep = 0; rep < 3; ++rep) {
+      DRIFT_CUDA_CHECK(cudaEventRecord(start, stream));
+      DRIFT_CUBLAS_CHECK(run());
+      DRIFT_CUDA_CHECK(cudaEventRecord(stop, stream));
+      DRIFT_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      DRIFT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (fastest < 0 || ms < fastest) fastest = ms;
+    }
+    if (best_ms < 0 || fastest < best_ms) {
+      best_ms = fastest;
+      p.algo = algo;
+    }
+  }
+  DRIFT_CUDA_CHECK(cudaEventDestroy(start));
+  DRIFT_CUDA_CHECK(cudaEventDestroy(stop));
+  p.candidates.clear();
 }
 
 }  // namespace drift::backend::cuda

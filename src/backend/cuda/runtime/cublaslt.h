@@ -1,6 +1,9 @@
 // CublasLt: the cuBLASLt handle, its workspace and one cached plan (descriptors, layouts, algorithm) per
 // GEMM shape. The first call of a shape asks the heuristic (host work only, so it may even happen
-// inside a graph capture); later calls only launch. Not thread-safe: one per stream.
+// inside a graph capture); later calls only launch. Skinny products of large weights (m at most
+// autotune_max_m rows: decode batches, verify steps), where the heuristic's first pick is often not the
+// fastest, time the heuristic's best few on their first call outside a capture and keep the fastest. Not
+// thread-safe: one per stream.
 #pragma once
 
 #include <cublasLt.h>
@@ -16,7 +19,7 @@ namespace drift::backend::cuda {
 class CublasLt {
  public:
   // workspace: device memory the algorithms may use, owned by the caller.
-  CublasLt(void* workspace, size_t workspace_bytes, int num_sms);
+  CublasLt(void* workspace, size_t workspace_bytes, int num_sms, int64_t autotune_max_m = 0);
   ~CublasLt();
   CublasLt(const CublasLt&) = delete;
   CublasLt& operator=(const CublasLt&) = delete;
@@ -47,11 +50,14 @@ class CublasLt {
   };
   struct Plan;
   Plan& plan(const Key& key);
+  // Times each candidate algorithm of `p` on this product and keeps the fastest (the stream is synchronised).
+  void tune(Plan& p, const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_;
   size_t workspace_bytes_;
   int num_sms_;
+  int64_t autotune_max_m_;
   std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> plans_;
 };
 
