@@ -86,6 +86,7 @@ Expected<std::span<const TopRow>> Eagle3Drafter::run_head(std::span<const runner
     DRIFT_ASSIGN_OR_RETURN(const std::span<const sample::SampleResult> picked, runner_->step_and_sample(steps, sampling_));
     for (size_t r = 0; r < rows; ++r) {
       tops_[r].clear();
+      if (picked[r].token == sample::kNonFiniteLogits) continue;  // the head broke on this row: no children
       for (const sample::TokenLogprob& t : picked[r].top) tops_[r].emplace_back(t.token, t.logprob);
     }
   } else {

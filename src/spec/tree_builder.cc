@@ -39,8 +39,8 @@ void TreeBuilder::add_children(int32_t parent, const TopRow& row, std::span<cons
   const size_t n = std::min(row.size(), size_t(std::max(top_k_, 0)));
   for (size_t i = 0; i < n; ++i) {
     const auto [id, logp] = row[i];
-    DRIFT_CHECK(id >= 0 && size_t(id) < draft_to_target.size(), "draft id {} outside the draft vocabulary of {}", id,
-                draft_to_target.size());
+    // A row of non-finite logits may rank ids that are not tokens: it proposes nothing, never crashes.
+    if (id < 0 || size_t(id) >= draft_to_target.size() || std::isnan(logp)) continue;
     candidates_.push_back({draft_to_target[size_t(id)], parent, depth, parent_score + logp});
   }
 }

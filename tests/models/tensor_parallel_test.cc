@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
 
 // The retrofits split over ranks as the model's own attention does: each rank's share of the query heads
 // reads the replicated latent and RoPE parts (MLA-lite) and the top-k of the replicated indexer (DSA-lite),
-// and the logits are one rank's within kTolerance, through chunks of 5 — on Llama (its 4 heads over 2 and
+// and the logits are one rank's within kTolerance, both through chunks of 5 — on Llama (its 4 heads over 2 and
 // over 4 ranks, the latter with the 2 KV heads' groups shared) and on Qwen2 (3 of its 6 heads a rank,
 // q/k/v biases carried, V's folded into o_proj's per rank).
 struct RetrofitSplitCase {
@@ -173,7 +173,10 @@ TEST_P(RetrofitSplitTest, LogitsMatchOneRank) {
   ASSERT_TRUE(split.ok()) << split.status().to_string();
   const FixtureModel golden = load_fixture(c.fixture);
   for (const GoldenPrompt& p : golden.prompts) {
-    const std::vector<float> want = prompt_logits(*one->runner, p.ids, int32_t(p.ids.size()));
+    // Both in chunks of 5: DSA-lite's top-k is discontinuous, and a chunk's products round differently
+    // from the whole prompt's on some BLAS kernels (OpenBLAS's Haswell and Zen ones), which can flip a
+    // near-tie. Chunking's own invariance is the engine tests' subject; here the split is.
+    const std::vector<float> want = prompt_logits(*one->runner, p.ids, 5);
     const std::vector<float> got = prompt_logits(*split->runner, p.ids, 5);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_LE(relative_max_error(got.data(), want.data(), want.size()), kTolerance)

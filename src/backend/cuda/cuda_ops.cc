@@ -558,8 +558,10 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
               "cuda sparse_paged_attention: head_dim {} with {} heads over {} kv heads is not supported", a.head_dim,
               a.num_heads, a.num_kv_heads);
   // One new token per sequence (decode), a sparse step (each query its own keys), a few tokens a sequence
-  // (CudaOptions::split_kv_max_tokens_per_seq), or a shape only the per-token kernel covers: split-KV decoding.
-  const bool few_per_seq = max_query_len > 0 && max_query_len <= options_.split_kv_max_tokens_per_seq;
+  // where the prefill kernel would not fill one wave (CudaOptions::split_kv_max_tokens_per_seq), or a shape
+  // only the per-token kernel covers: split-KV decoding.
+  const bool few_per_seq = max_query_len > 0 && max_query_len <= options_.split_kv_max_tokens_per_seq &&
+                           prefill_ok && cuda::prefill_attention_ctas(a) < num_sms_;
   const bool prefill =
       a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok && !few_per_seq));
   if (prefill) return cuda::run_prefill_attention(a, stream_);

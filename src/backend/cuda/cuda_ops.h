@@ -41,10 +41,11 @@ struct CudaOptions {
   // call and keep the fastest (0: the heuristic's first pick everywhere).
   int64_t gemm_autotune_max_rows = 256;
   // Steps whose sequences have at most this many new tokens each (PagedAttentionParams::max_query_len:
-  // speculative verify steps, a draft tree or chain) attend through the split-KV decode kernel, one CTA
-  // per token and kv head and the keys split across the GPU, instead of the prefill kernel's query tiles,
-  // which leave most SMs idle for a few dozen queries (8B verify of a 16-node tree at context 512: 8.03
-  // -> 6.95 ms a step on an H100). 0: the prefill kernel for every step of several tokens a sequence.
+  // speculative verify steps, a draft tree or chain) and whose prefill-kernel grid would not fill the SMs
+  // once attend through the split-KV decode kernel, one CTA per token and kv head and the keys split
+  // across the GPU, instead of the prefill kernel's few query tiles walking every key (8B verify of a
+  // 16-node tree on an H100: 8.03 -> 6.95 ms a step at context 512, 35.1 -> 14.0 at 8k, 116.5 -> 34.2 at
+  // 32k). 0: the prefill kernel for every step of several tokens a sequence.
   int32_t split_kv_max_tokens_per_seq = 80;
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.

@@ -40,6 +40,20 @@ TEST(TreeBuilder, TopLogprobsMatchBruteForce) {
   EXPECT_EQ(top_logprobs(broken, 2)[0].first, 3);
 }
 
+// A device ranking of a non-finite row may name ids outside the draft vocabulary or NaN scores: such
+// entries propose nothing, and the rest of the row still does.
+TEST(TreeBuilder, IdsOutsideTheVocabularyProposeNothing) {
+  const std::vector<int32_t> d2t = {10, 11, 12};
+  TreeBuilder b(3, 8);
+  b.start({{7, -0.1f}, {1, -0.5f}, {-1, -0.7f}}, d2t);
+  ASSERT_EQ(b.candidates().size(), 1u);
+  EXPECT_EQ(b.candidates()[0].token, 11);
+  b.grow(std::vector<TopRow>{{{2, std::numeric_limits<float>::quiet_NaN()}, {0, -1.0f}}}, d2t);
+  ASSERT_EQ(b.candidates().size(), 2u);
+  EXPECT_EQ(b.candidates()[1].token, 10);
+  EXPECT_EQ(b.build().size(), 2);
+}
+
 TEST(TreeBuilder, GrowsByCumulativeScoreAndBuildsAClosedTree) {
   std::mt19937 rng(9);
   const int32_t vocab = 12, k = 3;

@@ -266,6 +266,8 @@ struct AttentionParams {
 // prefill, prefix hits, mixed batches). Needs head_dim % 8 == 0 and head_dim <= 128.
 void run_prefill_attention(const AttentionParams& p, cudaStream_t stream);
 bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+// CTAs run_prefill_attention launches for these shapes.
+int64_t prefill_attention_ctas(const AttentionParams& p);
 // One query token per CTA and kv head (all heads of its group share each K/V read), the keys split into
 // num_splits parts merged by a second kernel (flash decoding). Any number of new tokens per sequence;
 // head_dim % 8 == 0 and head_dim <= 256.

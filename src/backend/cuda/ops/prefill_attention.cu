@@ -298,14 +298,17 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   }
 }
 
+// Query tiles (one spare per sequence: a sequence's tiles need not start on a tile boundary) by kv heads.
+dim3 prefill_grid(const AttentionParams& p) {
+  const int tokens_per_tile = kBlockM / (p.num_heads / p.num_kv_heads);
+  return dim3(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));
+}
+
 template <int kDim, bool kGeneral, bool kFp8>
 void launch_kernel(const AttentionParams& p, cudaStream_t stream) {
   constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
   allow_dynamic_smem<prefill_attention_kernel<kDim, kGeneral, kFp8>>(kSmem);
-  const int group = p.num_heads / p.num_kv_heads;
-  const int tokens_per_tile = kBlockM / group;
-  const dim3 grid(unsigned((p.num_tokens + tokens_per_tile - 1) / tokens_per_tile + p.num_seqs), unsigned(p.num_kv_heads));
-  launch(prefill_attention_kernel<kDim, kGeneral, kFp8>, grid, kThreads, kSmem, stream, p);
+  launch(prefill_attention_kernel<kDim, kGeneral, kFp8>, prefill_grid(p), kThreads, kSmem, stream, p);
 }
 
 template <int kDim, bool kFp8>
@@ -325,6 +328,11 @@ void launch_cache(const AttentionParams& p, cudaStream_t stream) {
 bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
   return head_dim > 0 && head_dim % 8 == 0 && head_dim <= 128 && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
          num_heads / num_kv_heads <= kBlockM;
+}
+
+int64_t prefill_attention_ctas(const AttentionParams& p) {
+  const dim3 grid = prefill_grid(p);
+  return int64_t(grid.x) * grid.y;
 }
 
 void run_prefill_attention(const AttentionParams& p, cudaStream_t stream) {
