@@ -8,6 +8,7 @@
 
 #include "base/check.h"
 #include "core/spec/draft_tree.h"
+#include "core/spec/partial_view.h"
 #include "sample/cuda/cuda_sampler.h"
 #include "spec/eagle3_drafter.h"
 
@@ -43,6 +44,16 @@ core::DraftTree synthetic_tree(int nodes, int top_k) {
   return tree;
 }
 
+// The view SpecPV's default budgets give a step of `rows` new tokens after the context, retrieval
+// blocks ranked by seeded random scores.
+core::PartialView partial_view(const EagleCostInputs& in, int rows) {
+  const int tokens = in.context + rows, bs = in.runner->config().block_size;
+  std::mt19937 rng(5);
+  std::vector<float> scores(size_t((tokens + bs - 1) / bs));
+  for (float& s : scores) s = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+  return core::compose_partial_view(in.table[0], tokens, bs, scores, core::PartialBudget::with_tree(rows - 1));
+}
+
 template <class T>
 T take(Expected<T> r) {
   DRIFT_CHECK(r.ok(), "{}", r.status().to_string());
@@ -74,6 +85,16 @@ std::vector<EagleCostRow> eagle_costs(const EagleCostInputs& in) {
     std::vector<sample::RowSampling> samp(size_t(t + 1), {&greedy, in.tokens.first(size_t(in.context)), {}, 0, 0});
     rows.push_back({fmt::format("target verify, tree of {}", t), t + 1,
                     median_ms(20, [&] { (void)take(target.step_and_sample({&step, 1}, samp)); })});
+    // SpecPV's partial verification of the same tree: attention through a view of the default budgets
+    // (blocks drawn at random for retrieval: which ones does not change the cost).
+    const int bs = in.runner->config().block_size;
+    const core::PartialView view = partial_view(in, t + 1);
+    if (!core::leaves_blocks_out(view, in.context + t + 1, bs)) continue;
+    const std::vector<core::PartialView> views(in.table.size(), view);
+    step.views = views;
+    rows.push_back({fmt::format("SpecPV verify, tree of {} through {} of {} blocks", t, view.size(),
+                                (in.context + t + bs) / bs),
+                    t + 1, median_ms(20, [&] { (void)take(target.step_and_sample({&step, 1}, samp)); })});
   }
   // Drafting rounds of the engine's drafter after a target step that kept the context's last rows.
   int32_t group = 0;

@@ -2,7 +2,9 @@
 // a draft tree of T tokens beside a one-token decode step at the same context, and the drafting rounds of
 // a random head of the target's shape run by the engine's own Eagle3Drafter (fused features, catch-up,
 // depth - 1 tree expansions, the children of each node ranked by the device sampler), each timed as the
-// engine runs it: runner steps replayed from graphs, only samples and top-k lists back to the host.
+// engine runs it: runner steps replayed from graphs, only samples and top-k lists back to the host. Where
+// the context outgrows SpecPV's default view (sink 32, retrieval 4096, window 128, buffer 20 + the tree),
+// each verify step is timed again through such a view (issue 15).
 #pragma once
 
 #include <functional>

@@ -291,8 +291,13 @@ void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32
     for (int32_t j = 0; j < logits_per_seq; ++j)
       h[l.logits_rows + s * logits_per_seq + j] = (s + 1) * new_per_seq - logits_per_seq + j;
     const int32_t blocks = (new_per_seq + bs - 1) / bs;  // at most l.width: a real sequence computes as many
-    for (size_t g = 0; g < num_groups; ++g)
-      std::fill_n(h + l.block_tables + (int64_t(g) * l.num_seqs + s) * l.width, blocks, scratch_blocks_[g]);
+    for (size_t g = 0; g < num_groups; ++g) {
+      const int64_t table_row = int64_t(g) * l.num_seqs + s;
+      std::fill_n(h + l.block_tables + table_row * l.width, blocks, scratch_blocks_[g]);
+      if (!l.views) continue;
+      std::iota(h + l.block_positions + table_row * l.width, h + l.block_positions + table_row * l.width + blocks, 0);
+      h[l.view_blocks + table_row] = blocks;
+    }
     h[l.query_start + s + 1] = (s + 1) * new_per_seq;
     h[l.context_lens + s] = new_per_seq;
   }
@@ -339,11 +344,10 @@ Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow
 
 Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool allow_graph) {
   DRIFT_ASSIGN_OR_RETURN(const StepShape shape, check(seqs));
-  // A view step runs directly: graphs are captured without views.
-  int32_t bucket = allow_graph && shape.uniform_new > 0 && !shape.views ? decode_bucket(shape.num_seqs) : 0;
+  int32_t bucket = allow_graph && shape.uniform_new > 0 ? decode_bucket(shape.num_seqs) : 0;
   if (int64_t(bucket) * shape.uniform_new > config_.max_num_tokens) bucket = 0;  // the padded step would not fit
   const Layout l = bucket > 0 ? layout(bucket * shape.uniform_new, bucket, bucket * shape.uniform_logits, shape.width,
-                                       shape.mask_words)
+                                       shape.mask_words, shape.views)
                               : layout(shape.num_tokens, shape.num_seqs, shape.num_logits, shape.width, shape.mask_words,
                                        shape.views);
   staging_read_->wait();
@@ -358,7 +362,7 @@ Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool a
     model_.forward(ctx, logits);
     return shape.num_logits;
   }
-  auto& graph = graphs_[{bucket, shape.uniform_new, shape.uniform_logits, shape.width, shape.mask_words}];
+  auto& graph = graphs_[{bucket, shape.uniform_new, shape.uniform_logits, shape.width, shape.mask_words, shape.views}];
   if (graph != nullptr) {
     graph->replay();
     ++graph_replays_;

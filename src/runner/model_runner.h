@@ -67,7 +67,7 @@ struct SeqStep {
   std::span<const int32_t> positions;
   std::span<const uint32_t> tree_mask;
   // SpecPV: per KV group, the subset of the block table attention reads (a view with no blocks: the
-  // whole table). Empty: every group reads its whole table. Such a step never replays a graph.
+  // whole table). Empty: every group reads its whole table.
   std::span<const core::PartialView> views;
 };
 
@@ -142,8 +142,9 @@ class ModelRunner {
     int64_t block_positions = 0, view_blocks = 0;
     int64_t size = 0;
   };
-  // A captured step's shape: (bucket, new tokens per sequence, logits per sequence, width, mask words).
-  using GraphKey = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t>;
+  // A captured step's shape: (bucket, new tokens per sequence, logits per sequence, width, mask words,
+  // whether block tables are views).
+  using GraphKey = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, bool>;
 
   Layout layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width, int32_t mask_words,
                 bool views = false) const;

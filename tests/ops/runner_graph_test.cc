@@ -395,9 +395,10 @@ TEST_P(RunnerGraphs, DraftTreeVerifyStepsReplayFromGraphs) { expect_verify_repla
 // Verify steps of a seven-token draft tree (a root and six nodes over three depths) with blocks of four
 // tokens: longer than a block, so the bucket's padding sequence wraps around in the scratch block. Three
 // sequences padded to four, teacher-forced as above; greedy tokens equal eager steps' (a padding row that
-// wrote past the scratch block, or read a real sequence's blocks, would change them or fault).
+// wrote past the scratch block, or read a real sequence's blocks, would change them or fault). With
+// `views`, each verify step reads a SpecPV view: the first block and the last two.
 std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool graphs, const Retrofit& retrofit,
-                                                      int64_t* num_graphs, int64_t* num_replays) {
+                                                      int64_t* num_graphs, int64_t* num_replays, bool views = false) {
   std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
   if (model == nullptr) return {};
   const size_t groups = num_kv_groups(*model, ops);
@@ -421,6 +422,7 @@ std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool gr
     tables.emplace_back(groups, table);
   }
   std::vector<std::vector<int32_t>> positions(3), picked_tokens(3);
+  std::vector<std::vector<core::PartialView>> view_rows(3);
   std::vector<int32_t> computed(3, 0);
   for (int32_t step = 0; step < 6; ++step) {
     std::vector<runner::SeqStep> steps;
@@ -435,6 +437,17 @@ std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool gr
         s.logit_rows = all_rows;
         s.positions = positions[i];
         s.tree_mask = mask;
+        if (views) {
+          const int32_t last = (int32_t(tokens[i].size()) - 1) / 4;
+          core::PartialView v;
+          for (int32_t b : {0, last - 1, last})
+            if (b >= 0 && (v.block_positions.empty() || b > v.block_positions.back())) {
+              v.block_positions.push_back(b);
+              v.block_ids.push_back(tables[i][0][size_t(b)]);
+            }
+          view_rows[i].assign(groups, v);
+          s.views = view_rows[i];
+        }
       } else {
         s.wants_logits = true;
       }
@@ -459,6 +472,15 @@ std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool gr
 TEST_P(RunnerGraphs, DraftTreesLongerThanABlockReplayFromGraphs) {
   expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
     return run_wide_tree_steps(ops, graphs, GetParam(), num_graphs, num_replays);
+  }, 7, 3, 2);
+}
+
+// The same steps through SpecPV views (partial verification) replay from graphs too, the padding
+// sequence's view rows covering its scratch table. DSA-lite takes no views (the engine refuses the pair).
+TEST_P(RunnerGraphs, DraftTreesThroughViewsReplayFromGraphs) {
+  if (GetParam().recipe && GetParam().recipe->dsa_lite) GTEST_SKIP() << "DSA-lite reads whole tables";
+  expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
+    return run_wide_tree_steps(ops, graphs, GetParam(), num_graphs, num_replays, true);
   }, 7, 3, 2);
 }
 
