@@ -167,6 +167,8 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.retrofit_file = config.retrofit_file;
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   load.expert_parallel = config.expert_parallel;
+  // An EAGLE-3 head without its own embedding reads the target's whole table, which split ranks lack.
+  load.lend_whole_embedding = config.speculative.method == "eagle3";
   if (ranks.others.empty()) {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   } else {
@@ -196,7 +198,15 @@ Status EngineImpl::load(const EngineConfig& config) {
     const std::string& dir = config.speculative.draft_dir;
     // "auto": the head a model folder carries beside its weights.
     const std::string head_dir = dir == "auto" ? config.model_dir + "/eagle3" : dir;
-    DRIFT_ASSIGN_OR_RETURN(draft_head_, model::load_eagle3_head(head_dir, *model_, *ops_, head_load));
+    if (ops_->world_size() > 1) {
+      if (config.nnodes > 1)
+        return unsupported(fmt::format("EAGLE-3 over {} nodes: the head reads the hidden states of one process's ranks",
+                                       config.nnodes));
+      DRIFT_ASSIGN_OR_RETURN(Backend solo, make_backend(config.device));
+      head_ops_ = std::move(solo.ops);
+      make_head_sampler_ = std::move(solo.make_sampler);
+    }
+    DRIFT_ASSIGN_OR_RETURN(draft_head_, model::load_eagle3_head(head_dir, *model_, head_ops(), head_load));
     // The head reads these layers' states from every target step.
     DRIFT_RETURN_IF_ERROR(model_->set_hidden_taps(draft_head_->eagle().capture_layers));
   }
@@ -259,8 +269,9 @@ Status EngineImpl::build_drafter() {
   const spec::Eagle3Options options{.num_tokens = config_.speculative.num_tokens, .depth = config_.speculative.depth,
                                     .top_k = config_.speculative.top_k};
   // A head step ranks at most top_k rows per sequence (an expansion's frontier).
-  auto sampler = make_sampler_(config_.max_num_seqs * options.top_k, draft_head_->vocab_size());
-  drafter_ = std::make_unique<spec::Eagle3Drafter>(std::move(draft_head_), *model_, *ops_, geometry, options,
+  auto sampler = (head_ops_ ? make_head_sampler_ : make_sampler_)(config_.max_num_seqs * options.top_k,
+                                                                  draft_head_->vocab_size());
+  drafter_ = std::make_unique<spec::Eagle3Drafter>(std::move(draft_head_), *model_, head_ops(), geometry, options,
                                                    std::move(sampler));
   for (size_t g = 0; g < kv_specs_.size(); ++g) {
     kv_move_from_.push_back(ops_->alloc(DType::kI32, {runner_->config().max_num_tokens}));

@@ -49,6 +49,8 @@ class EngineImpl final : public Engine {
   Status size_kv_cache();
   Status build_loop_parts();
   int64_t budget_after_draft(int64_t budget) const;
+  // Where the EAGLE-3 head runs: head_ops_ beside a split target, else the target's backend.
+  backend::Ops& head_ops() { return head_ops_ ? *head_ops_ : *ops_; }
   Status build_drafter();
 
   void loop();
@@ -123,6 +125,10 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> eos_token_ids_;
   std::unique_ptr<backend::Ops> ops_;
   std::function<std::unique_ptr<sample::DeviceSampler>(int32_t, int64_t)> make_sampler_;
+  // A split target's EAGLE-3 head runs on a backend of its own on rank 0's device (a group's rank would
+  // split the head's weights too); null otherwise: the head runs on ops_.
+  std::unique_ptr<backend::Ops> head_ops_;
+  std::function<std::unique_ptr<sample::DeviceSampler>(int32_t, int64_t)> make_head_sampler_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<runner::ModelRunner> runner_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;

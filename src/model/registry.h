@@ -32,6 +32,9 @@ struct LoadOptions {
   // A retrofit (weights/retrofit_config.h): its tensors join the folder's and its layers replace or join
   // the model's (MLA-lite, DSA-lite). Empty: none. With random_weights, its geometry with random weights.
   std::string retrofit_file;
+  // A tensor-parallel model also keeps the whole token embedding on rank 0 and lends it
+  // (Model::token_embedding), for an EAGLE-3 head without one of its own: its ranks hold rows of it.
+  bool lend_whole_embedding = false;
   // Called now and then while loading: bytes read so far and in all.
   std::function<void(size_t loaded, size_t total)> progress;
 };

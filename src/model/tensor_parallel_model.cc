@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "model/layer_plan.h"
+#include "model/registry.h"
 #include "model/tensor_split.h"
+#include "model/weight_loader.h"
 
 namespace drift::model {
 
@@ -37,6 +39,7 @@ class TensorParallelModel final : public Model {
     }));
     description_ = models_[0]->description();
     num_parameters_ = models_[0]->num_parameters();
+    if (options.lend_whole_embedding) DRIFT_RETURN_IF_ERROR(load_whole_embedding(model_dir, options));
     return Status::Ok();
   }
 
@@ -93,12 +96,30 @@ class TensorParallelModel final : public Model {
 
   Status status() const override { return failure_; }
 
-  Status set_hidden_taps(std::span<const int32_t>) override {
-    return unsupported(fmt::format("{}: hidden-state taps (EAGLE-3) run on one rank, not {} tensor-parallel ranks",
-                                   config_.architecture, ops_.size()));
-  }
+  // The residual stream is whole on every rank after each all-reduce: rank 0's taps are the model's.
+  Status set_hidden_taps(std::span<const int32_t> layers) override { return models_[0]->set_hidden_taps(layers); }
+  Tensor hidden_taps() const override { return models_[0]->hidden_taps(); }
+  Tensor token_embedding() const override { return whole_embedding_.view; }
 
  private:
+  // Rank 0's copy of the whole [vocab, hidden] embedding, read as one rank would (random weights: the same
+  // first draw every rank makes).
+  Status load_whole_embedding(const std::string& model_dir, const LoadOptions& options) {
+    return on_every_rank([&](int32_t r) -> Status {
+      if (r != 0) return Status::Ok();
+      const std::vector<int64_t> shape = {config_.vocab_size, config_.hidden_size};
+      if (options.random_weights) {
+        WeightLoader loader = WeightLoader::random(options.seed, options.random_std, *ops_[0]);
+        DRIFT_ASSIGN_OR_RETURN(whole_embedding_, loader.load("model.embed_tokens.weight", shape));
+        return Status::Ok();
+      }
+      DRIFT_ASSIGN_OR_RETURN(const weights::WeightStore store, weights::WeightStore::open(model_dir));
+      WeightLoader loader = WeightLoader::from_store(store, *ops_[0]);
+      DRIFT_ASSIGN_OR_RETURN(whole_embedding_, loader.load("model.embed_tokens.weight", shape));
+      return Status::Ok();
+    });
+  }
+
   Status on_every_rank(const std::function<Status(int32_t)>& work) {
     return threads_->run([&](int32_t r) {
       ops_[size_t(r)]->bind_thread();
@@ -181,6 +202,7 @@ class TensorParallelModel final : public Model {
   std::vector<backend::Buffer> logits_;               // [world] [max_logits, vocab] fp32 (ranks > 0)
   std::unique_ptr<backend::RankThreads> threads_;
   Status failure_;  // the first failed step's error; ok while the group works
+  backend::Buffer whole_embedding_;  // on rank 0, with LoadOptions::lend_whole_embedding
 };
 
 // One step recorded on every rank. The ranks' graphs read the input arenas of the capture; a larger step

@@ -64,6 +64,20 @@ TEST(Eagle3, DefaultModelKeepsGreedyOutputAndAcceptsItsTrees) {
         << i;
 }
 
+// The target split over 2 ranks: the head reads rank 0's taps (the residual stream is whole there) and
+// the whole embedding rank 0 keeps for it (LoadOptions::lend_whole_embedding). Greedy output equals one
+// rank's without speculation, and the trained head accepts as it does on one rank (taps or an embedding
+// that were not the model's would collapse it to about one token a step).
+TEST(Eagle3, SplitTargetOverTwoRanksKeepsOutputAndAcceptance) {
+  const auto requests = default_model_requests(0.0f);
+  const auto plain = run_on_fresh_engine(default_model(), requests);
+  EngineConfig split = with_eagle3(default_model(), "auto", 32, 7, 8);
+  split.tensor_parallel = 2;
+  EngineMetrics m;
+  EXPECT_EQ(run_on_fresh_engine(split, requests, &m), plain);
+  EXPECT_GT(tokens_per_step(m), 2.5) << m.spec_decode_num_accepted_tokens << " accepted in " << m.spec_decode_num_drafts;
+}
+
 TEST(Eagle3, SeededSamplingGivesTheSameTokens) {
   const auto requests = default_model_requests(0.8f);
   const auto plain = run_on_fresh_engine(default_model(), requests);
