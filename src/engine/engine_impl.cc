@@ -14,6 +14,7 @@
 #include "model/remote_ranks.h"
 #include "model/tensor_parallel_model.h"
 #include "weights/retrofit_config.h"
+#include "weights/weight_store.h"
 #include "spec/ngram_proposer.h"
 
 namespace drift {
@@ -104,6 +105,20 @@ Status check_retrofit_modes(const EngineConfig& config) {
   return Status::Ok();
 }
 
+// The EAGLE-3 head's folder ("auto": the one a model folder carries beside its weights).
+std::string draft_head_dir(const EngineConfig& config) {
+  const std::string& dir = config.speculative.draft_dir;
+  return dir == "auto" ? config.model_dir + "/eagle3" : dir;
+}
+
+// Whether a split target must lend the head its whole embedding: an EAGLE-3 head without its own (a
+// folder that does not open says so when the head loads).
+bool head_needs_target_embedding(const EngineConfig& config) {
+  if (config.speculative.method != "eagle3" || config.tensor_parallel <= 1) return false;
+  const Expected<weights::WeightStore> head = weights::WeightStore::open(draft_head_dir(config));
+  return !head.ok() || !head->contains("embed_tokens.weight");
+}
+
 }  // namespace
 
 Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute) {
@@ -168,7 +183,7 @@ Status EngineImpl::load(const EngineConfig& config) {
   load.max_positions = std::max<int32_t>(config.max_model_len, 0);
   load.expert_parallel = config.expert_parallel;
   // An EAGLE-3 head without its own embedding reads the target's whole table, which split ranks lack.
-  load.lend_whole_embedding = config.speculative.method == "eagle3";
+  load.lend_whole_embedding = head_needs_target_embedding(config);
   if (ranks.others.empty()) {
     DRIFT_ASSIGN_OR_RETURN(model_, model::load_model(config.model_dir, *ops_, load));
   } else {
@@ -195,9 +210,7 @@ Status EngineImpl::load(const EngineConfig& config) {
     model::LoadOptions head_load;
     head_load.random_weights = config.random_weights;
     head_load.max_positions = load.max_positions;
-    const std::string& dir = config.speculative.draft_dir;
-    // "auto": the head a model folder carries beside its weights.
-    const std::string head_dir = dir == "auto" ? config.model_dir + "/eagle3" : dir;
+    const std::string head_dir = draft_head_dir(config);
     if (ops_->world_size() > 1) {
       if (config.nnodes > 1)
         return unsupported(fmt::format("EAGLE-3 over {} nodes: the head reads the hidden states of one process's ranks",

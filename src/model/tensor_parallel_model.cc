@@ -1,5 +1,7 @@
 #include "model/tensor_parallel_model.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "model/layer_plan.h"
@@ -107,15 +109,15 @@ class TensorParallelModel final : public Model {
   Status load_whole_embedding(const std::string& model_dir, const LoadOptions& options) {
     return on_every_rank([&](int32_t r) -> Status {
       if (r != 0) return Status::Ok();
-      const std::vector<int64_t> shape = {config_.vocab_size, config_.hidden_size};
-      if (options.random_weights) {
-        WeightLoader loader = WeightLoader::random(options.seed, options.random_std, *ops_[0]);
-        DRIFT_ASSIGN_OR_RETURN(whole_embedding_, loader.load("model.embed_tokens.weight", shape));
-        return Status::Ok();
+      std::optional<weights::WeightStore> store;
+      if (!options.random_weights) {
+        DRIFT_ASSIGN_OR_RETURN(weights::WeightStore opened, weights::WeightStore::open(model_dir));
+        store.emplace(std::move(opened));
       }
-      DRIFT_ASSIGN_OR_RETURN(const weights::WeightStore store, weights::WeightStore::open(model_dir));
-      WeightLoader loader = WeightLoader::from_store(store, *ops_[0]);
-      DRIFT_ASSIGN_OR_RETURN(whole_embedding_, loader.load("model.embed_tokens.weight", shape));
+      WeightLoader loader = store ? WeightLoader::from_store(*store, *ops_[0])
+                                  : WeightLoader::random(options.seed, options.random_std, *ops_[0]);
+      DRIFT_ASSIGN_OR_RETURN(whole_embedding_,
+                             loader.load("model.embed_tokens.weight", {config_.vocab_size, config_.hidden_size}));
       return Status::Ok();
     });
   }

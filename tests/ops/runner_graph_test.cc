@@ -308,119 +308,40 @@ std::vector<int32_t> greedy_tokens(runner::ModelRunner& runner, bool graphs, std
   return next;
 }
 
-// Steps of three new tokens per sequence with logits for all three (a verify of two drafts), replayed
-// from graphs: every row's greedy token equals the eager step's. The inputs are teacher-forced (each
-// step appends three fixed tokens), so both runs schedule exactly the same steps. With `tree` the three
-// are a draft tree, a root and two children of it (positions c, c + 1, c + 1; each child sees the root
-// and itself), as EAGLE-3 verifies.
-std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graphs, const Retrofit& retrofit, bool tree,
-                                                   int64_t* num_graphs, int64_t* num_replays) {
+// Teacher-forced verify steps, replayed from graphs or run eagerly: three prompts, then five steps each
+// appending the same fixed tokens to every sequence (so both runs schedule exactly the same steps), with
+// logits for all of them. `parents` gives each new token's parent among them (-1: the root); with `tree`
+// they are verified as that draft tree (positions and ancestor masks), else as a chain. With `views`, each
+// verify step reads a SpecPV view: the first block and the last two.
+struct VerifySteps {
+  int32_t block_size = 16, num_blocks = 32;
+  std::vector<std::vector<int32_t>> tables;  // [3] each sequence's block ids (the same in every KV group)
+  std::vector<int32_t> parents;
+  bool tree = false, views = false;
+  int32_t token_stride = 17;  // the appended tokens: 100 + stride * step + 5 * node + sequence
+};
+
+std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graphs, const Retrofit& retrofit,
+                                                   const VerifySteps& v, int64_t* num_graphs, int64_t* num_replays) {
   std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
   if (model == nullptr) return {};
   const size_t groups = num_kv_groups(*model, ops);
-  runner::ModelRunner runner(*model, ops, verify_config(groups, 16, 32, graphs), std::make_unique<HostSampler>());
+  const auto nodes = int32_t(v.parents.size());
+  std::vector<int32_t> depth(size_t(nodes), 0);
+  std::vector<int32_t> every_row(static_cast<size_t>(nodes));
+  std::iota(every_row.begin(), every_row.end(), 0);
+  std::vector<uint32_t> mask(size_t(nodes), 0u);
+  for (int32_t n = 0; n < nodes; ++n) {
+    if (v.parents[size_t(n)] >= 0) depth[size_t(n)] = depth[size_t(v.parents[size_t(n)])] + 1;
+    for (int32_t a = n; a >= 0; a = v.parents[size_t(a)]) mask[size_t(n)] |= 1u << a;
+  }
+  runner::ModelRunner runner(*model, ops, verify_config(groups, v.block_size, v.num_blocks, graphs),
+                             std::make_unique<HostSampler>());
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  const int32_t rows_per_seq[] = {0, 1, 2};
   std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300, 301, 12}, {200, 201, 202, 203}};
   std::vector<std::vector<std::vector<int32_t>>> tables;
-  for (int32_t i = 0; i < 3; ++i) tables.emplace_back(groups, std::vector<int32_t>{30 - i, 20 - i, 10 - i, 3 - i});
-  const uint32_t tree_mask[] = {0b001u, 0b011u, 0b101u};
-  std::vector<std::vector<int32_t>> tree_positions(3);
-  std::vector<std::vector<int32_t>> picked_tokens(3);
-  std::vector<int32_t> computed(3, 0);
-  for (int32_t step = 0; step < 6; ++step) {
-    std::vector<runner::SeqStep> steps;
-    std::vector<sample::RowSampling> rows;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      if (step > 0)
-        for (int32_t j = 0; j < 3; ++j) tokens[i].push_back(int32_t(100 + 17 * step + 5 * j + int32_t(i)));
-      runner::SeqStep s{tokens[i], computed[i], int32_t(tokens[i].size()) - computed[i], tables[i]};
-      if (step > 0) s.logit_rows = rows_per_seq;
-      else s.wants_logits = true;
-      if (step > 0 && tree) {
-        tree_positions[i] = {computed[i], computed[i] + 1, computed[i] + 1};
-        s.positions = tree_positions[i];
-        s.tree_mask = tree_mask;
-      }
-      steps.push_back(s);
-      for (int32_t j = 0; j < (step > 0 ? 3 : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
-    }
-    const std::vector<int32_t> next = greedy_tokens(runner, graphs, steps, rows);
-    if (next.size() != rows.size()) return {};
-    size_t r = 0;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      computed[i] = int32_t(tokens[i].size());
-      for (int32_t j = 0; j < (step > 0 ? 3 : 1); ++j) picked_tokens[i].push_back(next[r++]);
-    }
-  }
-  *num_graphs = runner.num_graphs();
-  *num_replays = runner.num_graph_replays();
-  return picked_tokens;
-}
-
-// Runs `run` with graphs (on RecordingOps) and eagerly (on the CPU backend): every sequence's tokens equal,
-// a prompt's token and five steps of `per_step` each, with `captures` graphs captured and `replays` replays.
-using StepsRun = std::function<std::vector<std::vector<int32_t>>(backend::Ops&, bool graphs, int64_t*, int64_t*)>;
-void expect_replays_match(const StepsRun& run, size_t per_step, int64_t captures, int64_t replays) {
-  RecordingOps recording;
-  int64_t graphs = 0, replayed = 0, eager_graphs = 0, eager_replays = 0;
-  const auto with_graphs = run(recording, true, &graphs, &replayed);
-  auto cpu = backend::make_cpu_ops();
-  const auto eager = run(*cpu, false, &eager_graphs, &eager_replays);
-  ASSERT_EQ(with_graphs.size(), 3u);
-  EXPECT_EQ(with_graphs, eager);
-  EXPECT_EQ(with_graphs[0].size(), 1u + 5 * per_step);
-  EXPECT_EQ(recording.captures, captures);
-  EXPECT_EQ(graphs, captures);
-  EXPECT_EQ(replayed, replays);
-  EXPECT_EQ(eager_graphs, 0);
-}
-
-// Bucket 4 (three sequences and one padding row), three tokens and three logits each; the longest
-// sequence holds 8, 11, 14 tokens in steps 1-3 (tables one block wide) and 17, 20 in steps 4-5 (two):
-// two graphs, each captured once and replayed after.
-void expect_verify_replays_match(const Retrofit& retrofit, bool tree) {
-  expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
-    return run_verify_steps(ops, graphs, retrofit, tree, num_graphs, num_replays);
-  }, 3, 2, 3);
-}
-
-TEST_P(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) { expect_verify_replays_match(GetParam(), false); }
-
-// What a tree query sees is the engine tests' concern (eagle3_test.cc, retrofit_eagle3_test.cc); here, that
-// the tree mask and positions reach the replayed layers as they reach eager ones.
-TEST_P(RunnerGraphs, DraftTreeVerifyStepsReplayFromGraphs) { expect_verify_replays_match(GetParam(), true); }
-
-// Verify steps of a seven-token draft tree (a root and six nodes over three depths) with blocks of four
-// tokens: longer than a block, so the bucket's padding sequence wraps around in the scratch block. Three
-// sequences padded to four, teacher-forced as above; greedy tokens equal eager steps' (a padding row that
-// wrote past the scratch block, or read a real sequence's blocks, would change them or fault). With
-// `views`, each verify step reads a SpecPV view: the first block and the last two.
-std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool graphs, const Retrofit& retrofit,
-                                                      int64_t* num_graphs, int64_t* num_replays, bool views = false) {
-  std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
-  if (model == nullptr) return {};
-  const size_t groups = num_kv_groups(*model, ops);
-  constexpr int32_t kNodes = 7;
-  const int32_t parents[kNodes] = {-1, 0, 0, 1, 1, 2, 3};
-  int32_t depth[kNodes] = {};
-  uint32_t mask[kNodes] = {};
-  for (int32_t n = 0; n < kNodes; ++n) {
-    depth[n] = n == 0 ? 0 : depth[parents[n]] + 1;
-    for (int32_t a = n; a >= 0; a = parents[a]) mask[n] |= 1u << a;
-  }
-  runner::ModelRunner runner(*model, ops, verify_config(groups, 4, 40, graphs), std::make_unique<HostSampler>());
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  const int32_t all_rows[kNodes] = {0, 1, 2, 3, 4, 5, 6};
-  std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300, 301, 12}, {200, 201, 202, 203}};
-  std::vector<std::vector<std::vector<int32_t>>> tables;
-  for (int32_t i = 0; i < 3; ++i) {
-    std::vector<int32_t> table(12);
-    for (int32_t b = 0; b < 12; ++b) table[size_t(b)] = 3 * b + i;  // interleaved: block 0 is sequence 0's
-    tables.emplace_back(groups, table);
-  }
+  for (const std::vector<int32_t>& table : v.tables) tables.emplace_back(groups, table);
   std::vector<std::vector<int32_t>> positions(3), picked_tokens(3);
   std::vector<std::vector<core::PartialView>> view_rows(3);
   std::vector<int32_t> computed(3, 0);
@@ -429,37 +350,37 @@ std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool gr
     std::vector<sample::RowSampling> rows;
     for (size_t i = 0; i < tokens.size(); ++i) {
       if (step > 0)
-        for (int32_t j = 0; j < kNodes; ++j) tokens[i].push_back(int32_t(100 + 13 * step + 5 * j + int32_t(i)));
+        for (int32_t j = 0; j < nodes; ++j)
+          tokens[i].push_back(int32_t(100 + v.token_stride * step + 5 * j + int32_t(i)));
       runner::SeqStep s{tokens[i], computed[i], int32_t(tokens[i].size()) - computed[i], tables[i]};
-      if (step > 0) {
+      if (step == 0) s.wants_logits = true;
+      else s.logit_rows = every_row;
+      if (step > 0 && v.tree) {
         positions[i].clear();
-        for (int32_t n = 0; n < kNodes; ++n) positions[i].push_back(computed[i] + depth[n]);
-        s.logit_rows = all_rows;
+        for (int32_t n = 0; n < nodes; ++n) positions[i].push_back(computed[i] + depth[size_t(n)]);
         s.positions = positions[i];
         s.tree_mask = mask;
-        if (views) {
-          const int32_t last = (int32_t(tokens[i].size()) - 1) / 4;
-          core::PartialView v;
-          for (int32_t b : {0, last - 1, last})
-            if (b >= 0 && (v.block_positions.empty() || b > v.block_positions.back())) {
-              v.block_positions.push_back(b);
-              v.block_ids.push_back(tables[i][0][size_t(b)]);
-            }
-          view_rows[i].assign(groups, v);
-          s.views = view_rows[i];
-        }
-      } else {
-        s.wants_logits = true;
+      }
+      if (step > 0 && v.views) {
+        const int32_t last = (int32_t(tokens[i].size()) - 1) / v.block_size;
+        core::PartialView view;
+        for (int32_t b : {0, last - 1, last})
+          if (b >= 0 && (view.block_positions.empty() || b > view.block_positions.back())) {
+            view.block_positions.push_back(b);
+            view.block_ids.push_back(v.tables[i][size_t(b)]);
+          }
+        view_rows[i].assign(groups, view);
+        s.views = view_rows[i];
       }
       steps.push_back(s);
-      for (int32_t j = 0; j < (step > 0 ? kNodes : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
+      for (int32_t j = 0; j < (step > 0 ? nodes : 1); ++j) rows.push_back({&greedy, tokens[i], {}, 0, 0});
     }
     const std::vector<int32_t> next = greedy_tokens(runner, graphs, steps, rows);
     if (next.size() != rows.size()) return {};
     size_t r = 0;
     for (size_t i = 0; i < tokens.size(); ++i) {
       computed[i] = int32_t(tokens[i].size());
-      for (int32_t j = 0; j < (step > 0 ? kNodes : 1); ++j) picked_tokens[i].push_back(next[r++]);
+      for (int32_t j = 0; j < (step > 0 ? nodes : 1); ++j) picked_tokens[i].push_back(next[r++]);
     }
   }
   *num_graphs = runner.num_graphs();
@@ -467,21 +388,66 @@ std::vector<std::vector<int32_t>> run_wide_tree_steps(backend::Ops& ops, bool gr
   return picked_tokens;
 }
 
+// The steps with graphs (on RecordingOps) and eagerly (on the CPU backend): every sequence's tokens equal,
+// a prompt's token and five steps of the tree's each, with `captures` graphs captured and `replays` replays.
+void expect_steps_replay(const Retrofit& retrofit, const VerifySteps& v, int64_t captures, int64_t replays) {
+  RecordingOps recording;
+  int64_t graphs = 0, replayed = 0, eager_graphs = 0, eager_replays = 0;
+  const auto with_graphs = run_verify_steps(recording, true, retrofit, v, &graphs, &replayed);
+  auto cpu = backend::make_cpu_ops();
+  const auto eager = run_verify_steps(*cpu, false, retrofit, v, &eager_graphs, &eager_replays);
+  ASSERT_EQ(with_graphs.size(), 3u);
+  EXPECT_EQ(with_graphs, eager);
+  EXPECT_EQ(with_graphs[0].size(), 1u + 5 * v.parents.size());
+  EXPECT_EQ(recording.captures, captures);
+  EXPECT_EQ(graphs, captures);
+  EXPECT_EQ(replayed, replays);
+  EXPECT_EQ(eager_graphs, 0);
+}
+
+// Three new tokens per sequence with logits for all three (a verify of two drafts); with `tree` a root
+// and two children of it (positions c, c + 1, c + 1; each child sees the root and itself), as EAGLE-3
+// verifies. Bucket 4 (three sequences and one padding row); the longest sequence holds 8, 11, 14 tokens in
+// steps 1-3 (tables one block wide) and 17, 20 in steps 4-5 (two): two graphs, each captured once and
+// replayed after.
+void expect_verify_replays_match(const Retrofit& retrofit, bool tree) {
+  VerifySteps v{.parents = {-1, 0, 0}, .tree = tree};
+  for (int32_t i = 0; i < 3; ++i) v.tables.push_back({30 - i, 20 - i, 10 - i, 3 - i});
+  expect_steps_replay(retrofit, v, 2, 3);
+}
+
+TEST_P(RunnerGraphs, VerifyStepsOfSeveralTokensReplayFromGraphs) { expect_verify_replays_match(GetParam(), false); }
+
+// What a tree query sees is the engine tests' concern (eagle3_test.cc, retrofit_eagle3_test.cc); here, that
+// the tree mask and positions reach the replayed layers as they reach eager ones.
+TEST_P(RunnerGraphs, DraftTreeVerifyStepsReplayFromGraphs) { expect_verify_replays_match(GetParam(), true); }
+
+// A seven-token draft tree (a root and six nodes over three depths) with blocks of four tokens: longer than
+// a block, so the bucket's padding sequence wraps around in the scratch block (a padding row that wrote
+// past it, or read a real sequence's blocks, would change the tokens or fault). Tables interleaved: block
+// 0 is sequence 0's.
+VerifySteps wide_tree_steps(bool views) {
+  VerifySteps v{.block_size = 4, .num_blocks = 40, .parents = {-1, 0, 0, 1, 1, 2, 3}, .tree = true, .views = views,
+                .token_stride = 13};
+  for (int32_t i = 0; i < 3; ++i) {
+    std::vector<int32_t> table(12);
+    for (int32_t b = 0; b < 12; ++b) table[size_t(b)] = 3 * b + i;
+    v.tables.push_back(table);
+  }
+  return v;
+}
+
 // The longest sequence holds 12, 19, 26, 33, 40 tokens in steps 1-5: tables 3, 5, 7, 9, 10 blocks, passed
 // 4, 8, 8, 16, 16 wide: three graphs, two replays.
 TEST_P(RunnerGraphs, DraftTreesLongerThanABlockReplayFromGraphs) {
-  expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
-    return run_wide_tree_steps(ops, graphs, GetParam(), num_graphs, num_replays);
-  }, 7, 3, 2);
+  expect_steps_replay(GetParam(), wide_tree_steps(false), 3, 2);
 }
 
 // The same steps through SpecPV views (partial verification) replay from graphs too, the padding
 // sequence's view rows covering its scratch table. DSA-lite takes no views (the engine refuses the pair).
 TEST_P(RunnerGraphs, DraftTreesThroughViewsReplayFromGraphs) {
   if (GetParam().recipe && GetParam().recipe->dsa_lite) GTEST_SKIP() << "DSA-lite reads whole tables";
-  expect_replays_match([&](backend::Ops& ops, bool graphs, int64_t* num_graphs, int64_t* num_replays) {
-    return run_wide_tree_steps(ops, graphs, GetParam(), num_graphs, num_replays, true);
-  }, 7, 3, 2);
+  expect_steps_replay(GetParam(), wide_tree_steps(true), 3, 2);
 }
 
 // EAGLE-3 drafting rounds of a random head on the llama fixture: with a device sampler ranking each

@@ -85,8 +85,8 @@ CublasLt::Plan& CublasLt::plan(const Key& key) {
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   // Small weights (under 16 MiB) gain microseconds at most, and asking for more candidates costs host time.
-  const bool tuned = s.m <= autotune_max_m_ && s.n * s.k >= (int64_t(8) << 20);
-  const int wanted = tuned ? kCandidates : 1;
+  const bool tune_it = s.m <= autotune_max_m_ && s.n * s.k >= (int64_t(8) << 20);
+  const int wanted = tune_it ? kCandidates : 1;
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, wanted, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
