@@ -9,6 +9,7 @@
 #include "base/check.h"
 #include "core/spec/draft_tree.h"
 #include "core/spec/partial_view.h"
+#include "engine/specpv_scorer.h"
 #include "sample/cuda/cuda_sampler.h"
 #include "spec/eagle3_drafter.h"
 
@@ -60,6 +61,43 @@ T take(Expected<T> r) {
   return std::move(*r);
 }
 
+// A tap that is active and does nothing: the step runs eagerly, as a scoring step does, without the scoring.
+struct IdleTap final : model::QueryTap {
+  void on_queries(int32_t, const Tensor&, int64_t, const Tensor&) override {}
+};
+
+// The same verification run eagerly (no graph), as a step that scores runs.
+double eager_verify_ms(const EagleCostInputs& in, const runner::SeqStep& step, std::span<const sample::RowSampling> samp) {
+  IdleTap idle;
+  in.runner->set_query_tap(&idle);
+  const double ms = median_ms(20, [&] { (void)take(in.runner->step_and_sample({&step, 1}, samp)); });
+  in.runner->set_query_tap(nullptr);
+  return ms;
+}
+
+// A full verification that also scores the sequence's blocks (SpecPV's refresh, as the engine runs it):
+// eager, each layer's key bounds of the blocks written since the last scoring, every block scored against
+// the tree's queries, the scores back to the host.
+double scored_verify_ms(const EagleCostInputs& in, const runner::SeqStep& step,
+                        std::span<const sample::RowSampling> samp) {
+  engine::SpecPvScorer scorer(*in.ops, backend::BlockScore::kSpecPv, in.target->kv_specs(in.ops->compute_dtype()),
+                              in.runner->config().block_size);
+  core::Sequence seq;
+  seq.seq_id = 1;
+  seq.block_tables = in.table;
+  core::BatchPlan plan;
+  plan.seqs = {{.seq_id = 1, .seq = &seq, .num_computed = step.num_computed, .num_new = step.num_new, .samples = true}};
+  const size_t tracked[] = {0};
+  in.runner->set_query_tap(&scorer);
+  const double ms = median_ms(20, [&] {
+    scorer.begin_step(plan, tracked);
+    (void)take(in.runner->step_and_sample({&step, 1}, samp));
+    DRIFT_CHECK(!scorer.scores(1).empty(), "the scorer scored nothing");
+  });
+  in.runner->set_query_tap(nullptr);
+  return ms;
+}
+
 }  // namespace
 
 std::vector<EagleCostRow> eagle_costs(const EagleCostInputs& in) {
@@ -95,6 +133,10 @@ std::vector<EagleCostRow> eagle_costs(const EagleCostInputs& in) {
     rows.push_back({fmt::format("SpecPV verify, tree of {} through {} of {} blocks", t, view.size(),
                                 (in.context + t + bs) / bs),
                     t + 1, median_ms(20, [&] { (void)take(target.step_and_sample({&step, 1}, samp)); })});
+    step.views = {};
+    rows.push_back({fmt::format("full verify, eager, tree of {}", t), t + 1, eager_verify_ms(in, step, samp)});
+    rows.push_back({fmt::format("full verify, eager, + SpecPV scoring of {} blocks, tree of {}", (in.context + t + bs) / bs, t),
+                    t + 1, scored_verify_ms(in, step, samp)});
   }
   // Drafting rounds of the engine's drafter after a target step that kept the context's last rows.
   int32_t group = 0;

@@ -34,13 +34,14 @@ struct SpeculativeConfig {
 // SpecPV (issue 15; src/core/README.md): a verify step of a sequence at least min_context tokens long
 // attends to part of its KV (sink, retrieval, window and buffer blocks of its block table; nothing is
 // copied), and every `refresh`-th verify step, or when more than `buffer` tokens were accepted since the
-// last full one, attends to all of it. Budgets are tokens. Needs a speculative method; CPU backend only.
+// last full one, attends to all of it. Budgets are tokens. Needs a speculative method; CPU and CUDA
+// backends, one rank, BF16 or F32 KV.
 struct SpecPvConfig {
   int32_t min_context = 0;   // 0: off
   int32_t refresh = 8;       // verify steps per full verification; 1: every step full (exact)
   int32_t sink = 32, retrieval = 4096, window = 128;
   int32_t buffer = 20;       // plus the step's draft tokens
-  // How a block's key bounds score against the queries (spec/block_bounds.h): "specpv" (SpecPV's
+  // How a block's key bounds score against the queries (backend/ops.h: BlockScore): "specpv" (SpecPV's
   // max(q.Kmax, q.Kmin), averaged over queries and heads) or "quest" (an upper bound on every logit in the
   // block). SpecPV's form kept greedy output closer to plain decoding's (bench/RESULTS.md, 2026-11-27 CPU).
   std::string score = "specpv";

@@ -104,6 +104,9 @@ const Fields<SpeculativeConfig>& speculative_fields() {
       field("num_tokens", &SpeculativeConfig::num_tokens),
       field("ngram_min", &SpeculativeConfig::ngram_min),
       field("ngram_max", &SpeculativeConfig::ngram_max),
+      field("draft_dir", &SpeculativeConfig::draft_dir),
+      field("depth", &SpeculativeConfig::depth),
+      field("top_k", &SpeculativeConfig::top_k),
   };
   return fields;
 }

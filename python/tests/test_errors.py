@@ -97,6 +97,20 @@ class EngineErrorsTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "'specpv.budget'"):
             drift.LLM(DEFAULT_MODEL, specpv={"budget": 1})
 
+    def test_eagle3_keywords_reach_the_engine(self):
+        prompt = "What does the ls command do?"
+        plain = drift.LLM(DEFAULT_MODEL)
+        want = plain.generate(prompt, greedy(24, ignore_eos=True))[0].token_ids
+        plain.shutdown()
+        with drift.LLM(DEFAULT_MODEL, speculative={"method": "eagle3", "draft_dir": "auto", "num_tokens": 8,
+                                                   "depth": 3, "top_k": 2}) as llm:
+            self.assertEqual(llm.generate(prompt, greedy(24, ignore_eos=True))[0].token_ids, want)
+            m = llm.metrics()
+            self.assertGreater(m["spec_decode_num_drafts"], 0)
+            self.assertGreater(m["spec_decode_num_accepted_tokens"], 0)
+        with self.assertRaisesRegex(drift.DriftError, "no-such-head"):
+            drift.LLM(DEFAULT_MODEL, speculative={"method": "eagle3", "draft_dir": "/no-such-head"})
+
     def test_metrics_give_each_kv_pool(self):
         # GPT-OSS alternates 8-token sliding windows with full attention: the sliding pool is sized for the window.
         gpt_oss = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "gpt_oss")

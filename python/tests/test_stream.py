@@ -55,7 +55,7 @@ class StreamTest(unittest.TestCase):
 
     def test_refused_prompt_raises_at_submit(self):
         with self.assertRaises(drift.DriftError) as caught:
-            self.llm.stream("word " * 2000, greedy(4))
+            self.llm.stream("word " * 5000, greedy(4))
         self.assertEqual(caught.exception.code, "invalid_argument")
         self.assertIn("context length", str(caught.exception))
 

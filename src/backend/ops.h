@@ -117,6 +117,42 @@ struct SparseAttentionParams {
   int64_t q_row_stride = 0;  // 0: packed
 };
 
+// SpecPV / Quest page-sparse attention (algorithms.md §2): per-block key bounds kept beside the paged cache
+// and indexed by its physical block ids, and block scores against a sequence's queries. MLA passes its latent
+// cache (one "KV head" of latent + rope features) and queries already in latent space, so q . row is the logit.
+//
+// key_bounds: for each entry i, block entries[i, 0]'s element-wise min and max over its first entries[i, 1]
+// keys (1..block_size), per KV head and channel, recomputed whole (so a call after any write is exact).
+struct KeyBoundsParams {
+  Tensor k_cache;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  Tensor key_min;  // [num_blocks, num_kv_heads, head_dim], the cache's dtype (a min of its keys is exact in it)
+  Tensor key_max;  // as key_min
+  Tensor entries;  // [n, 2] int32: (physical block, tokens it holds)
+};
+
+enum class BlockScore : uint8_t {
+  // Quest (§2.2): sum_c max(q_c * min_c, q_c * max_c), an upper bound on q . k for every key of the block,
+  // reduced by max over the segment's (query, head) pairs of each KV head: a bound on every logit.
+  kQuest,
+  // SpecPV's reference code (§2.1): max(q . max, q . min), averaged over the segment's queries and the query
+  // heads of each KV head group (its reduce_type "mean").
+  kSpecPv,
+};
+
+// scores[s, b] = max(scores[s, b], max over KV heads of the score of block blocks[s, b] against query rows
+// rows[s, 0] .. rows[s, 1] - 1); an entry whose block is negative is left as it is. Called once per layer
+// (scores first set to -inf), it ranks blocks by the max over layers: a view is one table for every head
+// and layer, so a block counts when any head wants it.
+struct BlockScoreParams {
+  Tensor key_min, key_max;   // [num_blocks, num_kv_heads, head_dim] (KeyBoundsParams)
+  Tensor q;                  // [num_tokens, num_heads, head_dim], q_row_stride elements apart (0: packed)
+  int64_t q_row_stride = 0;
+  Tensor rows;               // [num_segments, 2] int32: each segment's query rows [begin, end), end > begin
+  Tensor blocks;             // [num_segments, width] int32: physical blocks, -1 past a segment's last
+  Tensor scores;             // [num_segments, width] fp32
+  BlockScore form = BlockScore::kSpecPv;
+};
+
 // Writes k/v rows into the cache at slot_mapping[t] = block * block_size + offset (negative: skip).
 // An F8E4M3 cache stores each (token, head) row r as e4m3 codes of r / s with s = amax(|r|) / 448 in fp32,
 // rounded to nearest even (f32_row_to_f8e4m3 in base/dtype.h is the rule), and s in the scale tensor
@@ -355,6 +391,10 @@ class Ops {
   virtual void sparse_paged_attention(const SparseAttentionParams&) {
     DRIFT_CHECK(false, "backend {} has no sparse_paged_attention", name());
   }
+
+  // SpecPV's block bounds and scores (KeyBoundsParams, BlockScoreParams).
+  virtual void key_bounds(const KeyBoundsParams& p) = 0;
+  virtual void score_blocks(const BlockScoreParams& p) = 0;
 
   // Fusions a backend may do in one pass; the defaults run the unfused ops, and a fused version must give
   // the same result as those (the same roundings), so models call these unconditionally.

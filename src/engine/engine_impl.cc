@@ -72,14 +72,10 @@ Status check_specpv(const EngineConfig& config) {
   if (!pv.enabled()) return Status::Ok();
   if (config.speculative.method.empty())
     return invalid_argument("SpecPV (specpv min_context > 0) verifies drafts: it needs a speculative method (--speculative ngram)");
-  // The attention kernels read views on both backends, but only the CPU path is tested end to end; the
-  // device bounds and scoring are later work (issue 15).
-  if (config.device != "cpu")
-    return unsupported(fmt::format("SpecPV runs on the cpu backend only for now, not on '{}'", config.device));
   if (config.tensor_parallel > 1)
     return unsupported(fmt::format("SpecPV scores one rank's queries; it does not run with tensor_parallel {}",
                                    config.tensor_parallel));
-  // The block bounds read F32 or BF16 keys (spec/block_bounds.h), not FP8 codes with their scales.
+  // The block bounds read F32 or BF16 keys (ops.h: KeyBoundsParams), not FP8 codes with their scales.
   if (Expected<DType> kv = parse_kv_cache_dtype(config.kv_cache_dtype, DType::kF32); kv.ok() && *kv == DType::kF8E4M3)
     return unsupported("SpecPV scores blocks from F32 or BF16 keys; it does not run with --kv-cache-dtype fp8");
   if (pv.score != "quest" && pv.score != "specpv")
@@ -243,7 +239,8 @@ Status EngineImpl::size_kv_cache() {
                              ? config.kv_cache_bytes
                              : int64_t(double(ops_->free_memory_bytes()) * config.kv_cache_memory_fraction);
   kv_specs_ = model_->kv_specs(kv_dtype_);
-  const core::KvPoolLimits limits{.budget_bytes = draft_head_ ? budget_after_draft(budget) : budget, .block_size = config.block_size,
+  const int64_t kv_budget = budget_after_bounds(draft_head_ ? budget_after_draft(budget) : budget);
+  const core::KvPoolLimits limits{.budget_bytes = kv_budget, .block_size = config.block_size,
                                   .max_num_seqs = config.max_num_seqs,
                                   .max_step_tokens = config.max_num_batched_tokens, .max_model_len = max_model_len_};
   kv_blocks_ = core::pool_blocks_for_budget(kv_specs_, limits);
@@ -257,6 +254,20 @@ Status EngineImpl::size_kv_cache() {
                   dtype_name(kv_dtype_), max_model_len_);
   }
   return Status::Ok();
+}
+
+// SpecPV keeps per-block key bounds beside each full-attention layer's cache (a min and a max row per
+// block: 1/block_size of GQA's K and V, 2/block_size of a shared latent): their share of the budget.
+int64_t EngineImpl::budget_after_bounds(int64_t budget) const {
+  if (!config_.specpv.enabled()) return budget;
+  double kv = 0.0, bounds = 0.0;
+  for (const core::KvSpec& g : kv_specs_) {
+    const double per_token = double(g.bytes_per_token_per_layer() * g.num_layers);
+    kv += per_token;
+    if (g.sliding_window == 0 && g.kind != core::KvKind::kIndexer)
+      bounds += per_token * (g.kind == core::KvKind::kGqa ? 1.0 : 2.0) / double(config_.block_size);
+  }
+  return int64_t(double(budget) * kv / (kv + bounds));
 }
 
 // The draft head keeps one layer of KV per block of the target group it shares: its share of the budget.
@@ -341,7 +352,7 @@ Status EngineImpl::build_loop_parts() {
     metrics_.kv_blocks_total += kv_blocks_[g];
   }
   if (config.specpv.enabled()) {
-    specpv_.emplace(config.specpv, kv_specs_, config.block_size);
+    specpv_.emplace(*ops_, config.specpv, kv_specs_, config.block_size);
     runner_->set_query_tap(specpv_->query_tap());
   }
   // Per position of the accepted chain: a tree's depth, a chain's index.

@@ -49,6 +49,7 @@ class EngineImpl final : public Engine {
   Status size_kv_cache();
   Status build_loop_parts();
   int64_t budget_after_draft(int64_t budget) const;
+  int64_t budget_after_bounds(int64_t budget) const;
   // Where the EAGLE-3 head runs: head_ops_ beside a split target, else the target's backend.
   backend::Ops& head_ops() { return head_ops_ ? *head_ops_ : *ops_; }
   Status build_drafter();

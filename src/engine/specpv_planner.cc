@@ -5,12 +5,13 @@
 
 namespace drift::engine {
 
-SpecPvPlanner::SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs, int32_t block_size)
+SpecPvPlanner::SpecPvPlanner(backend::Ops& ops, const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs,
+                             int32_t block_size)
     : config_(config),
       kv_specs_(kv_specs),
       block_size_(block_size),
-      scorer_(config.score == "specpv" ? spec::BlockScore::kSpecPv : spec::BlockScore::kQuest, std::move(kv_specs),
-              block_size) {}
+      scorer_(ops, config.score == "specpv" ? backend::BlockScore::kSpecPv : backend::BlockScore::kQuest,
+              std::move(kv_specs), block_size) {}
 
 bool SpecPvPlanner::next_verify_full(int64_t seq_id, int32_t num_tokens, int32_t drafts, bool exact) const {
   if (drafts == 0 || num_tokens < config_.min_context) return false;
@@ -34,12 +35,12 @@ bool SpecPvPlanner::partial_step(int64_t seq_id, int32_t num_tokens, int32_t dra
   return true;
 }
 
-std::vector<core::PartialView> SpecPvPlanner::views_of(const core::ScheduledSeq& s) const {
+std::vector<core::PartialView> SpecPvPlanner::views_of(const core::ScheduledSeq& s) {
   const int32_t num_tokens = s.num_computed + s.num_new;
   const core::PartialBudget budget{.sink = config_.sink, .retrieval = config_.retrieval, .window = config_.window,
                                    .buffer = config_.buffer + s.seq->num_draft_tokens};
-  // The previous step's scores; blocks it did not cover (and every block, before a sequence's first
-  // scored step) rank by recency above every scored one, since they are the newest.
+  // The last full verification's scores; blocks it did not cover (and every block, before a sequence's
+  // first one) rank by recency above every scored one, since they are the newest.
   const std::span<const float> scored = scorer_.scores(s.seq_id);
   std::vector<float> scores(size_t(core::blocks_for_tokens(num_tokens, block_size_)));
   const float top = scored.empty() ? 0.0f : *std::max_element(scored.begin(), scored.end());
@@ -55,21 +56,21 @@ std::vector<core::PartialView> SpecPvPlanner::views_of(const core::ScheduledSeq&
 std::vector<std::vector<core::PartialView>> SpecPvPlanner::plan_views(const core::BatchPlan& plan,
                                                                       const std::function<bool(int64_t)>& exact) {
   std::vector<std::vector<core::PartialView>> views(plan.seqs.size());
+  std::vector<size_t> tracked;  // the full verifications: they score
   bool any = false;
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     const core::ScheduledSeq& s = plan.seqs[k];
     const int32_t drafts = s.seq->num_draft_tokens;
     // A verify step: it samples, and its drafts are among its new tokens.
     if (!s.samples || drafts == 0 || s.seq->num_tokens() < config_.min_context) continue;
-    if (!partial_step(s.seq_id, s.seq->num_tokens(), drafts, exact && exact(s.seq_id))) continue;
+    const bool exact_seq = exact && exact(s.seq_id);
+    if (!partial_step(s.seq_id, s.seq->num_tokens(), drafts, exact_seq)) {
+      if (config_.refresh > 1 && !exact_seq) tracked.push_back(k);  // partial steps will follow
+      continue;
+    }
     views[k] = views_of(s);
     any = true;
   }
-  // Scored: the steps that reach a long sequence's end (its next step may verify); an earlier prefill
-  // chunk is not, and its sequence's bounds start over at its next scored step.
-  std::vector<size_t> tracked;
-  for (size_t k = 0; k < plan.seqs.size(); ++k)
-    if (plan.seqs[k].samples && plan.seqs[k].seq->num_tokens() >= config_.min_context) tracked.push_back(k);
   scorer_.begin_step(plan, tracked);
   if (!any) views.clear();
   return views;

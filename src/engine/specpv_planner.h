@@ -8,9 +8,10 @@
 // anchored there, so the buffer would overflow) — then the step is full again. A request that asked for
 // exact verification has only full ones.
 //
-// Retrieval scores come from the sequence's previous step's queries (SpecPvScorer, the runner's query
-// tap); a sequence not yet scored ranks its blocks by recency. Either way a view is the whole table
-// wherever the budgets cover the context, so full coverage stays exact.
+// Retrieval scores come from the queries of the sequence's last full verification (SpecPvScorer, the
+// runner's query tap), as SpecPV refreshes its retrieval region at each full pass; the blocks written
+// since rank by recency above them. Either way a view is the whole table wherever the budgets cover the
+// context, so full coverage stays exact.
 #pragma once
 
 #include <cstdint>
@@ -31,13 +32,13 @@ class SpecPvPlanner {
  public:
   // kv_specs: [KV groups]; a sliding-window group's table holds released blocks and its window already
   // bounds what it reads, so it reads its whole table.
-  SpecPvPlanner(const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs, int32_t block_size);
+  SpecPvPlanner(backend::Ops& ops, const SpecPvConfig& config, std::vector<core::KvSpec> kv_specs, int32_t block_size);
 
   // The runner's query tap (ModelRunner::set_query_tap).
   model::QueryTap* query_tap() { return &scorer_; }
   // [plan.seqs.size()] the views of each sequence (empty: whole tables), or empty when no sequence of
   // the step reads a partial view. Counts the step's partial and full SpecPV verifies, and has the
-  // scorer score this step's sequences of at least min_context tokens whose step reaches their end.
+  // scorer score the full ones.
   // `exact(seq_id)`: the sequence's request asked for exact verification (Request::exact_verification):
   // its verify steps are all full.
   std::vector<std::vector<core::PartialView>> plan_views(const core::BatchPlan& plan,
@@ -62,7 +63,7 @@ class SpecPvPlanner {
   };
   // Whether this verify step of a sequence reads a partial view (next_verify_full's rule); updates its state.
   bool partial_step(int64_t seq_id, int32_t num_tokens, int32_t drafts, bool exact);
-  std::vector<core::PartialView> views_of(const core::ScheduledSeq& s) const;
+  std::vector<core::PartialView> views_of(const core::ScheduledSeq& s);
 
   SpecPvConfig config_;
   std::vector<core::KvSpec> kv_specs_;

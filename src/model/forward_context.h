@@ -19,11 +19,13 @@ struct KvGroupContext {
 };
 
 // SpecPV's retrieval scores (engine/specpv_scorer.h) need each layer's queries, which live only inside
-// the layer. A GQA layer (MLA's do not yet) calls on_queries() after its step's K/V are in the cache, with its queries
-// [num_tokens, num_heads, head_dim] after RoPE, q_row_stride elements apart (0: packed), and its key
-// cache. Host memory only: the engine sets a tap on the CPU backend alone.
+// the layer. A GQA or MLA layer calls on_queries() after its step's K/V are in the cache, with its queries
+// [num_tokens, num_heads, head_dim] after RoPE (MLA: absorbed into latent space, then the rope part),
+// q_row_stride elements apart (0: packed), and its key cache. A tap works on the model's backend; a step
+// it is active for runs eagerly (the runner captures no graph of it and replays none).
 struct QueryTap {
   virtual ~QueryTap() = default;
+  virtual bool active() const { return true; }
   virtual void on_queries(int32_t kv_group, const Tensor& q, int64_t q_row_stride, const Tensor& k_cache) = 0;
 };
 

@@ -327,7 +327,7 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
   ctx.query_start = part(l.query_start, l.num_seqs + 1);
   ctx.context_lens = part(l.context_lens, l.num_seqs);
   ctx.logits_rows = part(l.logits_rows, l.num_logits);
-  ctx.query_tap = query_tap_;
+  ctx.query_tap = query_tap_ != nullptr && query_tap_->active() ? query_tap_ : nullptr;
   if (l.mask_words > 0) {
     Tensor mask = part(l.tree_mask, int64_t(l.num_tokens) * l.mask_words).view({l.num_tokens, l.mask_words});
     mask.dtype = DType::kU32;
@@ -344,6 +344,7 @@ Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow
 
 Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool allow_graph) {
   DRIFT_ASSIGN_OR_RETURN(const StepShape shape, check(seqs));
+  if (query_tap_ != nullptr && query_tap_->active()) allow_graph = false;  // the tap's host work runs each step
   int32_t bucket = allow_graph && shape.uniform_new > 0 ? decode_bucket(shape.num_seqs) : 0;
   if (int64_t(bucket) * shape.uniform_new > config_.max_num_tokens) bucket = 0;  // the padded step would not fit
   const Layout l = bucket > 0 ? layout(bucket * shape.uniform_new, bucket, bucket * shape.uniform_logits, shape.width,

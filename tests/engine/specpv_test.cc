@@ -254,16 +254,16 @@ TEST(SpecPv, RecomputingKvSurvivesPreemption) {
   EXPECT_GT(pv.metrics.spec_decode_num_recomputed_tokens, 0);
 }
 
-TEST(SpecPv, RefusedWithoutSpeculationOrOffCpu) {
+TEST(SpecPv, RefusedWithoutSpeculationOverFp8OrBadRefresh) {
   EngineConfig c = with_specpv(base_config(false), 4, false);
   auto e = Engine::create(c);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("speculative"), std::string::npos) << e.status().to_string();
   c = with_specpv(base_config(true), 4, false);
-  c.device = "cuda";
+  c.kv_cache_dtype = "fp8";
   e = Engine::create(c);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("SpecPV"), std::string::npos) << e.status().to_string();
+  EXPECT_NE(e.status().message().find("fp8"), std::string::npos) << e.status().to_string();
   c = with_specpv(base_config(true), 0, false);
   e = Engine::create(c);
   ASSERT_FALSE(e.ok());

@@ -42,7 +42,7 @@ struct Generated {
 // Greedy continuations of `prompts`, all submitted at once, or each after the one before has finished
 // (`in_turn`, so later prompts find earlier ones' blocks in the prefix cache); `metrics` gets the engine's.
 std::vector<Generated> generate(const EngineConfig& config, const std::vector<std::string>& prompts, bool with_margins,
-                                bool in_turn = false, EngineMetrics* metrics = nullptr) {
+                                bool in_turn = false, EngineMetrics* metrics = nullptr, int32_t max_tokens = 16) {
   auto engine = Engine::create(config);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   if (!engine.ok()) return {};
@@ -53,7 +53,7 @@ std::vector<Generated> generate(const EngineConfig& config, const std::vector<st
   for (size_t i = 0; i < prompts.size(); ++i) {
     Request r;
     r.prompt = prompts[i];
-    r.max_tokens = 16;
+    r.max_tokens = max_tokens;
     r.ignore_eos = true;
     r.sampling.temperature = 0.0f;
     r.sampling.top_logprobs = with_margins ? 2 : -1;
@@ -260,6 +260,16 @@ TEST(CudaEngine, SpeculativeGreedyKeepsTheOutput) {
   }
 }
 
+// The default model on the GPU with its EAGLE-3 head drafting trees of this shape.
+EngineConfig eagle3_config(int32_t num_tokens, int32_t depth, int32_t top_k) {
+  EngineConfig config;
+  config.model_dir = std::string(DRIFT_MODELS_DIR) + "/default";
+  config.device = "cuda";
+  config.max_num_seqs = 8;
+  config.speculative = {.method = "eagle3", .num_tokens = num_tokens, .draft_dir = "auto", .depth = depth, .top_k = top_k};
+  return config;
+}
+
 // EAGLE-3 on the GPU: the default model with its trained head, all four prompts in one batch and then
 // each alone, against the same engine without speculation: tokens equal up to where the CPU's own top-2
 // margin is inside the bf16 tolerance (a verify step's rows round differently from decode rows).
@@ -268,15 +278,7 @@ TEST(CudaEngine, Eagle3GreedyKeepsTheOutputAndAcceptsTrees) {
   const std::string model = std::string(DRIFT_MODELS_DIR) + "/default";
   const auto cpu = generate("cpu", true, true, "", model);
   const auto plain = generate("cuda", false, false, "", model);
-  EngineConfig config;
-  config.model_dir = model;
-  config.device = "cuda";
-  config.max_num_seqs = 8;
-  config.speculative.method = "eagle3";
-  config.speculative.draft_dir = "auto";
-  config.speculative.num_tokens = 32;
-  config.speculative.depth = 7;
-  config.speculative.top_k = 8;
+  const EngineConfig config = eagle3_config(32, 7, 8);
   EngineMetrics m;
   const auto spec = generate(config, kPrompts, false, false, &m);
   ASSERT_EQ(spec.size(), kPrompts.size());
@@ -297,6 +299,60 @@ TEST(CudaEngine, Eagle3GreedyKeepsTheOutputAndAcceptsTrees) {
     ASSERT_EQ(alone.size(), 1u);
     expect_same_until_close_call(plain[i].tokens, alone[0].tokens, cpu[i].margins, "alone: " + fmt_prompt(i));
   }
+}
+
+// SpecPV on the GPU (block bounds and scores on the device, attention through views), on the default model
+// with its EAGLE-3 head and four prompts of ~300 tokens: with budgets that cover the context, the output of
+// full verification (up to the bf16 close-call rule); with small ones, partial and full verifications both
+// run and every request finishes.
+std::vector<std::string> long_prompts() {
+  std::vector<std::string> prompts;
+  for (int p = 0; p < 4; ++p) {
+    std::string text;
+    for (int i = 0; i < 24; ++i)
+      text += "Line " + std::to_string(i + 30 * p) + ": the river runs to the sea, and the sea turns to the sky. ";
+    prompts.push_back(text);
+  }
+  return prompts;
+}
+
+TEST(CudaEngine, SpecPvPartialVerificationOnTheGpu) {
+  if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  EngineConfig config = eagle3_config(16, 6, 4);
+  const std::vector<std::string> prompts = long_prompts();
+  EngineConfig cpu_config = config;
+  cpu_config.device = "cpu";
+  cpu_config.speculative.method.clear();
+  const auto cpu = generate(cpu_config, prompts, true, false, nullptr, 48);
+  config.device = "cuda";
+  const auto full = generate(config, prompts, false, false, nullptr, 48);
+  config.specpv.min_context = 64;
+  config.specpv.refresh = 4;
+  EngineMetrics covering_m;
+  const auto covering = generate(config, prompts, false, false, &covering_m, 48);
+  config.specpv.sink = 16;
+  config.specpv.retrieval = 64;
+  config.specpv.window = 32;
+  config.specpv.buffer = 8;
+  EngineMetrics small_m;
+  const auto small = generate(config, prompts, false, false, &small_m, 48);
+  ASSERT_EQ(small.size(), prompts.size());
+  ASSERT_EQ(covering.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(small[i].reason, FinishReason::kLength) << small[i].error;
+    EXPECT_EQ(small[i].tokens.size(), 48u);
+    expect_same_until_close_call(full[i].tokens, covering[i].tokens, cpu[i].margins, "covering: " + fmt_prompt(i));
+    size_t same = 0;
+    while (same < small[i].tokens.size() && small[i].tokens[same] == full[i].tokens[same]) ++same;
+    std::printf("[ specpv   ] prompt %zu: small budgets keep %zu of 48 tokens before parting\n", i, same);
+  }
+  EXPECT_GT(covering_m.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(small_m.spec_decode_num_partial_verifies, 0);
+  EXPECT_GT(small_m.spec_decode_num_full_verifies, 0);
+  std::printf("[ specpv   ] small budgets: %lld partial, %lld full verifies, %lld tokens computed again\n",
+              static_cast<long long>(small_m.spec_decode_num_partial_verifies),
+              static_cast<long long>(small_m.spec_decode_num_full_verifies),
+              static_cast<long long>(small_m.spec_decode_num_recomputed_tokens));
 }
 
 // Verify-shaped steps (three new tokens per sequence, logits of all three) on the GPU with the device

@@ -105,6 +105,12 @@ class RecordingOps final : public backend::Ops {
   void sparse_paged_attention(const backend::SparseAttentionParams& p) override {
     run([=, this] { inner_->sparse_paged_attention(p); });
   }
+  void key_bounds(const backend::KeyBoundsParams& p) override {
+    run([=, this] { inner_->key_bounds(p); });
+  }
+  void score_blocks(const backend::BlockScoreParams& p) override {
+    run([=, this] { inner_->score_blocks(p); });
+  }
 
   int captures = 0;
   int64_t ops_run = 0;  // ops executed, directly or by a replay

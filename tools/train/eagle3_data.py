@@ -154,10 +154,12 @@ def rotate_half(x):
 
 
 @torch.no_grad()
-def generate(target, prompts, max_new, temperature=0.0, stop_ids=(), generator=None, pad_id=0):
+def generate(target, prompts, max_new, temperature=0.0, stop_ids=(), generator=None, pad_id=0, prefill_chunk=None):
     """Batched KV-cached generation, prompts left-padded. prompts: list of token lists; max_new: int or one per
     prompt; temperature 0: greedy. -> list of continuations (token lists, ending with the stop token if one
-    came)."""
+    came). The prefill runs in chunks of prefill_chunk query rows (default: as many as keep the attention mask,
+    batch x rows x keys, under 2^30 elements: one pass for prompts of a few hundred tokens, 512-row chunks for a
+    batch of 512 prompts of 4096 tokens)."""
     dev = target.device
     B = len(prompts)
     max_new = [max_new] * B if isinstance(max_new, int) else list(max_new)
@@ -172,11 +174,14 @@ def generate(target, prompts, max_new, temperature=0.0, stop_ids=(), generator=N
     valid = (slots[None] >= pad[:, None]) & (slots[None] < P)                     # [B, S] real prompt slots
     cache = target.new_cache(B, S)
     pos = (torch.arange(P, device=dev)[None] - pad[:, None]).clamp(min=0)        # [B, P]
-    causal = torch.ones(P, P, dtype=torch.bool, device=dev).tril()
-    eye = torch.eye(P, dtype=torch.bool, device=dev)
-    # a pad query sees only itself (never an empty row); a real query sees the real slots up to itself
-    m = causal[None] & (valid[:, None, :P] | eye[None])                           # [B, P, P]
-    logits, _ = target.forward(ids, pos, m[:, None], cache, 0, logits="last")     # [B, V]
+    rows = prefill_chunk or max(64, (1 << 30) // (B * S))
+    for c in range(0, P, rows):
+        e = min(P, c + rows)
+        q = torch.arange(c, e, device=dev)[:, None]                               # query slots [e-c, 1]
+        # a pad query sees only itself (never an empty row); a real query sees the real slots up to itself
+        m = (slots[None, :e] <= q)[None] & (valid[:, None, :e] | (slots[None, :e] == q)[None])   # [B, e-c, e]
+        logits, _ = target.forward(ids[:, c:e], pos[:, c:e], m[:, None], cache, c,
+                                   logits="last" if e == P else None)            # [B, V] after the last chunk
     stop = torch.tensor(sorted(set(stop_ids)) or [-1], device=dev)
     limit = torch.tensor(max_new, device=dev)
     out = torch.zeros(B, max(max_new), dtype=torch.long, device=dev)
@@ -231,7 +236,7 @@ def check_against_transformers(folder, device, taps, prompts):
 def check_generation(ours, prompts):
     """Batched left-padded cached greedy generation must equal the argmax of a full forward of each sequence."""
     device = ours.device
-    conts = generate(ours, prompts, 12)
+    conts = generate(ours, prompts, 12, prefill_chunk=64)  # several prefill chunks, as long prompts get
     bad = 0
     for p, c in zip(prompts, conts):
         full = p + c
@@ -249,7 +254,8 @@ def check_generation(ours, prompts):
 
 def corpus_prompts(corpus_dir, tok, n, rng, min_tokens=32, max_tokens=256, max_chars=1500):
     """n prompts [BOS] + a window of 32..256 tokens of a training document, starting at a paragraph."""
-    text = train.read_corpus_file(train.find_train_file(corpus_dir))
+    path = train.find_train_file(corpus_dir)
+    text = train.read_corpus_file(path)
     docs = [d for d in text.split("\n\n\n") if len(d.strip()) > 200]
     snippets = []
     for _ in range(n):
@@ -318,3 +324,24 @@ def make_prompt_pool(corpus_dir, tok, n, chat_share, seed):
     pool = [("chat", p) for p in chat] + [("corpus", p) for p in corp]
     rng.shuffle(pool)
     return pool, {"chat": chat_meta, "corpus": corp_meta, "chat_prompts": len(chat), "corpus_prompts": len(corp)}
+
+
+def long_prompts(corpus_dir, work, tok, tok_path, n, rng, min_len, max_len):
+    """n prompts of min_len..max_len tokens (uniform) from the corpus token stream that long_context.py trains on
+    ([BOS] ids [EOS] per document, concatenated: train.py's token cache in `work`, built if missing), each from a
+    document start, documents picked in proportion to their length up to max_len (a long prompt is then mostly
+    one long document). Returned as numpy views of the stream (lists of 14,000 prompts of ~2,000 tokens would
+    take gigabytes); generate_data turns those it uses into lists."""
+    import numpy as np
+    import long_context
+    tokens = long_context.corpus_tokens(work, corpus_dir, tok, tok_path)
+    starts, p = long_context.doc_start_sampler(*long_context.document_starts(tokens, tok.token_to_id(BOS)),
+                                               max_len, len(tokens))
+    if not len(starts):
+        raise ValueError(f"the corpus ({len(tokens):,} tokens) has no document a {max_len}-token prompt fits after")
+    g = np.random.default_rng(rng.randrange(1 << 31))
+    docs = g.choice(len(starts), size=n, p=p)
+    lens = g.integers(min_len, max_len + 1, size=n)
+    out = [tokens[starts[d]:starts[d] + k] for d, k in zip(docs, lens)]
+    return out, {"tokens_in_stream": int(len(tokens)), "documents": int(len(starts)), "min_len": min_len,
+                 "max_len": max_len, "mean_len": float(lens.mean()) if n else 0.0}

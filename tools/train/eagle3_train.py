@@ -19,12 +19,23 @@ generations, then measures greedy acceptance with the real drafting arithmetic (
      evaluation: per-step top-1 accuracy on held-out data, and the mean accepted length tau (accepted drafts + 1
      per target step) and per-depth acceptance at temperature 0 on held-out greedy generations, for a chain of 7
      top-1 drafts and the dynamic tree (depth 6, top-k 8, 48 tokens with the root).
+
+For a long-context target (long_context.py), e.g. --max-len 4096 --long-share 0.3 --init-head DIR:
+  * --long-share of the prompts are long: [BOS] + 512..max-len - max-new tokens of the corpus token stream from a
+    document start (eagle3_data.long_prompts); they are generated in batches of their own (the held-out batches
+    mix both kinds in proportion), with the prefill in chunks so that the attention mask stays bounded;
+  * --init-head DIR starts from an existing head (same shape; its draft vocabulary kept unless --new-vocab);
+    --eval-init also measures that head's acceptance on the new held-out data before training;
+  * the acceptance is evaluated in batches of fewer sequences where they are long, and reported per prompt kind
+    (chat, corpus, long).
+The defaults (--long-share 0, no --init-head) reproduce the runs before these options.
 """
 import time
 
 T_START = time.time()
 
 import argparse  # noqa: E402
+import collections  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
@@ -66,6 +77,12 @@ def parse_args(argv=None):
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--temp-share", type=float, default=0.25, help="share of training batches sampled")
     ap.add_argument("--holdout-every", type=int, default=20, help="every N-th generation batch is held out")
+    ap.add_argument("--long-share", type=float, default=0.0,
+                    help="share of prompts that are long corpus windows (lengths uniform in [--long-min, "
+                         "--max-len - --max-new]); 0: none, as before")
+    ap.add_argument("--long-min", type=int, default=512)
+    ap.add_argument("--work", default="/tmp/drift-train",
+                    help="where train.py's token cache of the corpus is (or is built), for the long prompts")
     # head
     ap.add_argument("--draft-vocab", type=int, default=2048)
     ap.add_argument("--intermediate", type=int, default=896)
@@ -76,6 +93,14 @@ def parse_args(argv=None):
                     help="input-of-layer ids (default EAGLE's (2, L//2, L-3); (2, 4, 5) for L = 8)")
     ap.add_argument("--no-warm-start", action="store_true",
                     help="do not copy the target's output rows / final norm into lm_head / norm")
+    ap.add_argument("--init-head", default=None,
+                    help="start from this head folder's weights (its config must match the requested shape); its "
+                         "draft vocabulary (d2t, t2d) is kept unless --new-vocab")
+    ap.add_argument("--new-vocab", action="store_true",
+                    help="with --init-head: a new draft vocabulary from the generations; lm_head rows of tokens in "
+                         "both are kept, the others start from the target's output rows")
+    ap.add_argument("--eval-init", action="store_true",
+                    help="also measure the acceptance of the starting head (--init-head) before training")
     # training
     ap.add_argument("--ttt-steps", type=int, default=E.TTT_STEPS)
     ap.add_argument("--ttt-decay", type=float, default=E.TTT_DECAY)
@@ -106,16 +131,17 @@ def parse_args(argv=None):
 # ---------------------------------------------------------------------------------------------------------
 # data
 
-def generate_data(args, target, pool, stop_ids, deadline, device):
-    """-> (train records, held-out records, stats). A record: {"kind", "prompt", "cont", "temperature"}."""
+def generate_data(args, target, blocks, stop_ids, deadline, device):
+    """blocks: the generation batches, lists of (kind, prompt) (prompt: a list, or a numpy view of the corpus
+    stream) -> (train records, held-out records, stats). A record: {"kind", "prompt", "cont", "temperature"}."""
     rng = random.Random(args.seed + 1)
     gen = torch.Generator(device=device).manual_seed(args.seed + 2)
     train, held, t0 = [], [], time.time()
     batches, n_tokens, n_sampled = 0, 0, 0
-    for j, start in enumerate(range(0, len(pool), args.gen_batch)):
+    for j, block in enumerate(blocks):
         if time.time() >= deadline and train and held:
             break
-        chunk = pool[start:start + args.gen_batch]
+        chunk = [(k, p if isinstance(p, list) else p.tolist()) for k, p in block]
         holdout = j % args.holdout_every == 0
         temp = 0.0 if holdout or rng.random() >= args.temp_share else args.temperature
         max_new = [max(1, min(rng.randint(args.min_new, args.max_new), args.max_len - len(p))) for _, p in chunk]
@@ -127,18 +153,71 @@ def generate_data(args, target, pool, stop_ids, deadline, device):
         n_tokens += new
         n_sampled += len(chunk) if temp > 0 else 0
         batches += 1
-        log(f"gen batch {j}: {len(chunk)} prompts ({'held out' if holdout else 'train'}, temperature {temp}), "
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(collections.Counter(k for k, _ in chunk).items()))
+        log(f"gen batch {j}: {len(chunk)} prompts ({kinds}; up to {max(len(p) for _, p in chunk)} tokens; "
+            f"{'held out' if holdout else 'train'}, temperature {temp}), "
             f"{new:,} new tokens in {time.time() - tb:.1f}s ({new / max(time.time() - tb, 1e-6):,.0f} tok/s)")
     secs = time.time() - t0
     stats = {"seconds": round(secs, 1), "batches": batches, "prompts_used": len(train) + len(held),
-             "prompts_prepared": len(pool), "generated_tokens": n_tokens, "sampled_prompts": n_sampled,
+             "prompts_prepared": sum(len(b) for b in blocks), "generated_tokens": n_tokens, "sampled_prompts": n_sampled,
              "tokens_per_second": round(n_tokens / max(secs, 1e-6)),
              "train_sequences": len(train), "heldout_sequences": len(held),
              "train_tokens": sum(len(r["prompt"]) + len(r["cont"]) for r in train),
              "train_generated_tokens": sum(len(r["cont"]) for r in train),
-             "heldout_generated_tokens": sum(len(r["cont"]) for r in held)}
+             "heldout_generated_tokens": sum(len(r["cont"]) for r in held),
+             "sequences_by_kind": {"train": dict(collections.Counter(r["kind"] for r in train)),
+                                   "heldout": dict(collections.Counter(r["kind"] for r in held))}}
     log(f"generation: {stats}")
     return train, held, stats
+
+
+def make_blocks(args, tok, tok_path):
+    """The prompt pool cut into generation batches -> (blocks, pool meta). Without long prompts: make_prompt_pool's
+    shuffled pool in slices of --gen-batch, as before. With --long-share: that pool shrunk by the long prompts'
+    number, and arrange_blocks."""
+    n_long = int(round(args.pool * args.long_share)) if args.long_share > 0 else 0
+    pool, meta = D.make_prompt_pool(args.corpus, tok, args.pool - n_long, args.chat_share, args.seed)
+    if not n_long:
+        return [pool[i:i + args.gen_batch] for i in range(0, len(pool), args.gen_batch)], meta
+    hi = args.max_len - args.max_new
+    if hi < args.long_min:
+        raise ValueError(f"--long-share needs --max-len >= --long-min + --max-new ({args.long_min} + {args.max_new})")
+    long, meta["long"] = D.long_prompts(args.corpus, args.work, tok, tok_path, n_long, random.Random(args.seed + 3),
+                                        args.long_min, hi)
+    meta["long_prompts"] = len(long)
+    return arrange_blocks(pool, [("long", p) for p in long], args), meta
+
+
+def arrange_blocks(short, long, args):
+    """Generation batches of one kind each (a long prompt would make every short one in its batch left-padded to
+    its length), long batches spread so that --long-share of the prompts used so far are long; the held-out
+    batches (every --holdout-every-th, the first included) mix the two in that proportion, shuffled, so that the
+    acceptance is measured on both kinds."""
+    rng = random.Random(args.seed + 4)
+    B, blocks, si, li, used, used_long = args.gen_batch, [], 0, 0, 0, 0
+    while si < len(short) or li < len(long):
+        if len(blocks) % args.holdout_every == 0:
+            nl = min(int(round(B * args.long_share)), len(long) - li)
+            ns = min(B - nl, len(short) - si)
+            nl = min(B - ns, len(long) - li)  # fill up with long ones if the short ones ran out
+            block = long[li:li + nl] + short[si:si + ns]
+            rng.shuffle(block)
+        elif li < len(long) and (si >= len(short) or used_long + B <= args.long_share * (used + B) + B / 2):
+            nl, ns = min(B, len(long) - li), 0
+            block = long[li:li + nl]
+        else:
+            nl, ns = 0, min(B, len(short) - si)
+            block = short[si:si + ns]
+        li, si, used, used_long = li + nl, si + ns, used + nl + ns, used_long + nl
+        blocks.append(block)
+    return blocks
+
+
+def check_prompts(blocks):
+    """The prompts the target is checked on: the first 6 short ones of the pool (as before) and the first long one."""
+    flat = [(k, p) for b in blocks for k, p in b]
+    short = [p for k, p in flat if k != "long"][:6]
+    return short + [p.tolist() for k, p in flat if k == "long"][:1]
 
 
 class Batches:
@@ -311,6 +390,76 @@ def summarise(rounds, depth):
             "share_reaching_depth": [round(accepted[d] / n, 4) for d in range(depth)]}
 
 
+def eval_batches(records, size):
+    """Consecutive records in batches of `size`, fewer where the sequences are long: the tree's attention scores
+    grow as batch x length^2 (batch x 8 x length^2 per head), so the budget is size x 512^2; up to 512 tokens
+    (all of the default runs) every batch has `size` records, as before."""
+    budget = size * 512 * 512
+    batches, cur, longest = [], [], 0
+    for r in records:
+        n = max(longest, len(r["prompt"]) + len(r["cont"]))
+        if cur and (len(cur) + 1 > size or (len(cur) + 1) * n * n > budget):
+            batches.append(cur)
+            cur, n = [], len(r["prompt"]) + len(r["cont"])
+        cur.append(r)
+        longest = n
+    return batches + ([cur] if cur else [])
+
+
+def log_acceptance(what, args, acc_res):
+    log(f"acceptance of {what} (temperature 0, {acc_res['sequences']} held-out prompts): chain depth "
+        f"{args.chain_depth}: tau {acc_res['chain']['tau']} per depth {acc_res['chain'].get('accept_rate_per_depth')} "
+        f"by kind {acc_res['chain']['by_kind']}")
+    if "tree" in acc_res:
+        log(f"acceptance of {what}, tree (depth {args.tree_depth}, top-k {args.tree_top_k}, {args.tree_tokens} "
+            f"tokens): tau {acc_res['tree']['tau']} per depth {acc_res['tree'].get('accept_rate_per_depth')} "
+            f"by kind {acc_res['tree']['by_kind']}")
+
+
+SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "vocab_size", "draft_vocab_size", "target_hidden_size", "rms_norm_eps")
+
+
+def head_from_init(args, cfg, new_vocab, target, device):
+    """--init-head: a head of config cfg with the weights of that folder's head, whose shape, capture layers and
+    RoPE theta must equal cfg's (max_position_embeddings may differ: cfg's is written). Its draft vocabulary is
+    kept; with --new-vocab, new_vocab() gives one and lm_head's rows of tokens in both vocabularies are kept, the
+    others start from the target's output rows (random with --no-warm-start). -> (head, meta)"""
+    old = E.load_head(args.init_head, device, torch.float32)
+    diff = {k: (old.cfg.get(k), cfg[k]) for k in SHAPE_KEYS if old.cfg.get(k) != cfg[k]}
+    if E.capture_layers_of(old.cfg) != E.capture_layers_of(cfg):
+        diff["capture_layers"] = (E.capture_layers_of(old.cfg), E.capture_layers_of(cfg))
+    if E.rope_theta_of(old.cfg) != E.rope_theta_of(cfg):
+        diff["rope_theta"] = (E.rope_theta_of(old.cfg), E.rope_theta_of(cfg))
+    if diff:
+        raise ValueError(f"--init-head {args.init_head}: its config differs from the head asked for "
+                         f"(theirs, ours): {diff}")
+    head = E.Eagle3Head(cfg).to(device)
+    state = old.state_dict()
+    prior = train.read_json(os.path.join(args.init_head, "training.json")) or {}
+    meta = {"folder": os.path.abspath(args.init_head),
+            "its_acceptance_tau": {m: (prior.get("acceptance") or {}).get(m, {}).get("tau") for m in ("chain", "tree")}}
+    if not args.new_vocab:
+        head.load_state_dict(state)                       # all weights, d2t and t2d
+        meta["vocab"] = "kept"
+    else:
+        table, lm = old.target_to_draft_table(), state.pop("lm_head.weight")
+        del state["d2t"], state["t2d"]
+        missing = head.load_state_dict(state, strict=False).missing_keys
+        if sorted(missing) != ["d2t", "lm_head.weight", "t2d"]:
+            raise RuntimeError(f"--new-vocab: unexpected missing weights {missing}")
+        head.set_vocab(new_vocab())
+        ids = head.draft_to_target(torch.arange(head.Vd, device=head.d2t.device))
+        src = table[ids]
+        with torch.no_grad():
+            if not args.no_warm_start:
+                head.lm_head.weight.copy_(target.lm_head.float()[ids])
+            head.lm_head.weight[src >= 0] = lm[src[src >= 0]]
+        meta["vocab"] = f"new; {int((src >= 0).sum())} of {head.Vd} lm_head rows kept from the starting head"
+    log(f"head from {args.init_head} (vocabulary: {meta['vocab']}; its recorded tau {meta['its_acceptance_tau']})")
+    return head, meta
+
+
 @torch.no_grad()
 def evaluate_acceptance(args, head, target, records, capture, device):
     """Greedy (temperature 0) acceptance on held-out greedy generations, every round's drafts computed in one
@@ -323,8 +472,7 @@ def evaluate_acceptance(args, head, target, records, capture, device):
     modes = ["chain"] + ([] if args.no_tree else ["tree"])
     depth_of = {"chain": args.chain_depth, "tree": args.tree_depth}
     pad = max(args.chain_depth, args.tree_depth) + 1
-    for start in range(0, len(records), args.eval_batch):
-        recs = records[start:start + args.eval_batch]
+    for recs in eval_batches(records, args.eval_batch):
         seqs = [r["prompt"] + r["cont"] for r in recs]
         N = max(len(s) for s in seqs)
         x = torch.zeros(len(seqs), N, dtype=torch.long)
@@ -403,35 +551,44 @@ def main(argv=None):
         raise ValueError("the tokenizer lacks <|end_of_text|> / <|eot_id|>")
     D.check_chat_template(args.target, tok)
     t = time.time()
-    pool, pool_meta = D.make_prompt_pool(args.corpus, tok, args.pool, args.chat_share, args.seed)
+    blocks, pool_meta = make_blocks(args, tok, os.path.join(args.target, "tokenizer.json"))
     timings["prompts_s"] = round(time.time() - t, 1)
-    log(f"prompt pool: {len(pool):,} prompts ({pool_meta['chat_prompts']:,} chat, {pool_meta['corpus_prompts']:,} "
-        f"corpus) in {timings['prompts_s']}s")
-    D.check_against_transformers(args.target, device, capture, [p for _, p in pool[:6]])
+    log(f"prompt pool: {sum(len(b) for b in blocks):,} prompts ({pool_meta['chat_prompts']:,} chat, "
+        f"{pool_meta['corpus_prompts']:,} corpus, {pool_meta.get('long_prompts', 0):,} long) in {timings['prompts_s']}s")
+    D.check_against_transformers(args.target, device, capture, check_prompts(blocks))
     target = D.TargetLM(args.target, device, torch.bfloat16)
     log(f"target {args.target}: L={L}, hidden {target.H}, vocab {target.V}; capture (input of layers) {capture}")
 
     # --- data
     t = time.time()
     gen_deadline = min(t + args.gen_minutes * 60.0, deadline - args.reserve_seconds - 30.0)
-    train_recs, held_recs, gen_stats = generate_data(args, target, pool, stop_ids, gen_deadline, device)
+    train_recs, held_recs, gen_stats = generate_data(args, target, blocks, stop_ids, gen_deadline, device)
     timings["generation_s"] = round(time.time() - t, 1)
     if not train_recs or not held_recs:
         raise RuntimeError(f"no data: {len(train_recs)} training and {len(held_recs)} held-out sequences")
 
     # --- draft vocabulary and the head
     V, Vd = target.V, min(args.draft_vocab, target.V)
-    used = E.draft_vocab_from_counts(token_counts(train_recs, V), Vd, always=stop_ids)
     cfg = E.head_config(hidden_size=target.H, intermediate_size=args.intermediate, num_attention_heads=args.heads,
                         num_key_value_heads=args.kv_heads, head_dim=args.head_dim, vocab_size=V,
                         draft_vocab_size=Vd, target_hidden_size=target.H, capture_layers=capture,
                         rms_norm_eps=tcfg["rms_norm_eps"], rope_theta=target.theta,
                         max_position_embeddings=max(2048, tcfg.get("max_position_embeddings", 0)))
-    head = E.Eagle3Head(cfg).to(device)
-    head.set_vocab(used)
+    new_vocab = lambda: E.draft_vocab_from_counts(token_counts(train_recs, V), Vd, always=stop_ids)  # noqa: E731
+    if args.init_head:
+        head, init_meta = head_from_init(args, cfg, new_vocab, target, device)
+    else:
+        head, init_meta = E.Eagle3Head(cfg).to(device), None
+        head.set_vocab(new_vocab())
+        if not args.no_warm_start:
+            E.init_lm_head_from_target(head, target.lm_head.float(), target.final_norm.float())
     head.set_embedding(target.embed)
-    if not args.no_warm_start:
-        E.init_lm_head_from_target(head, target.lm_head.float(), target.final_norm.float())
+    if args.init_head and args.eval_init:
+        t = time.time()
+        init_meta["acceptance"] = evaluate_acceptance(args, head, target, held_recs[:args.eval_prompts], capture,
+                                                      device)
+        timings["init_acceptance_eval_s"] = round(time.time() - t, 1)
+        log_acceptance("the starting head", args, init_meta["acceptance"])
     t2d_cpu = head.t2d.cpu()
     cov = {"train": round(coverage(train_recs, t2d_cpu), 4), "heldout": round(coverage(held_recs, t2d_cpu), 4)}
     summary = E.param_summary(head)
@@ -501,6 +658,8 @@ def main(argv=None):
             "training": {"steps": step, "epochs_started": batches.epochs, "batches_per_epoch": len(batches.groups),
                          "history": history, "heldout_evals": evals},
             "heldout_ttt": held_ev, "train_sample_ttt": train_ev, "args": vars(args)}
+    if init_meta is not None:
+        meta["init_head"] = init_meta
     head.eval()
     E.save_head(head, args.out, torch.bfloat16, {"training.json": meta})
     log(f"saved {args.out}: {sorted(os.listdir(args.out))} "
@@ -525,13 +684,7 @@ def main(argv=None):
     timings["total_s"] = round(time.time() - T_START, 1)
     meta.update({"acceptance": acc_res, "reload_check": {"max_logit_diff": diff, "top1_agreement": agree},
                  "timings": timings})
-    log(f"acceptance (temperature 0, {acc_res['sequences']} held-out prompts): chain depth {args.chain_depth}: "
-        f"tau {acc_res['chain']['tau']} per depth {acc_res['chain'].get('accept_rate_per_depth')} "
-        f"by kind {acc_res['chain']['by_kind']}")
-    if "tree" in acc_res:
-        log(f"acceptance tree (depth {args.tree_depth}, top-k {args.tree_top_k}, {args.tree_tokens} tokens): "
-            f"tau {acc_res['tree']['tau']} per depth {acc_res['tree'].get('accept_rate_per_depth')} "
-            f"by kind {acc_res['tree']['by_kind']}")
+    log_acceptance("the trained head", args, acc_res)
     tau = acc_res.get("tree", acc_res["chain"])["tau"]
     if not (tau >= 3.0):
         why = (f"tau {tau} is below the 3.0 target. Data: {gen_stats['train_generated_tokens']:,} generated training "

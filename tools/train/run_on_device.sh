@@ -10,6 +10,11 @@
 #                                                        # model -> $OUT/chat.tar.gz.part* (chat_tune.py)
 #   bash tools/train/run_on_device.sh eagle3 [ARGS...]   # ~1 min smoke, then ~7.5 min: EAGLE-3 head for
 #                                                        # models/drift-chat-15m -> $OUT/eagle3.tar.gz (eagle3_train.py)
+#   bash tools/train/run_on_device.sh longctx [ARGS...]  # ~1 min smoke of both, ~4 min long-context training of
+#                                                        # models/drift-chat-15m (long_context.py, ARGS go there),
+#                                                        # ~3.5 min its EAGLE-3 head retrained from the current one
+#                                                        # -> $OUT/longctx.tar.gz.part* (the folder, eagle3/ inside),
+#                                                        # $OUT/longctx.log (all of it)
 #
 # ARGS go to train.py (e.g. --compile, --lr 2e-3, --batch-size 96). The step runs under `timeout 560` so the
 # tarball is still written when Python overruns. The HF folder comes back as a .tar.gz split into 15 MB
@@ -110,8 +115,64 @@ case "$STEP" in
       echo "EAGLE3 SMOKE FAILED (exit $rc): the real run is skipped"; [ "$rc" = 0 ] && rc=1
     fi
     ;;
+  longctx)
+    # One call of at most ~9.5 min (the machine stops commands at 600 s): smokes of long_context.py and
+    # eagle3_train.py at toy sizes (the first builds the corpus token cache both real runs reuse), then the
+    # long-context training (4096 tokens) of models/drift-chat-15m, then its EAGLE-3 head retrained on the new
+    # model from the current head, written into the new folder as eagle3/. Each phase runs under `timeout`, so the
+    # packing still happens. Everything is logged to $OUT/longctx.log (the device returns at most 8 files).
+    BASE=${DRIFT_LONGCTX_BASE:-models/drift-chat-15m}
+    NEW="$WORK/hf/longctx"
+    LOG="$OUT/longctx.log"
+    t0=$SECONDS
+    timeout 100 python3 tools/train/long_context.py --base "$BASE" --corpus "$CORPUS" --work "$WORK" \
+      --out /tmp/drift-longctx-smoke --seq-len 1024 --batch-size 2 --chat-batch-size 8 --max-steps 3 --minutes 3 \
+      --reserve-seconds 0 --max-dialogues 2000 --valid-max-bytes 20000 --eval-windows 4 --quick-windows 2 \
+      --questions 2 --eval-every-seconds 1000 2>&1 | tee -a "$LOG"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" = 0 ]; then
+      timeout 100 python3 tools/train/eagle3_train.py --target "$BASE" --init-head "$BASE/eagle3" --eval-init \
+        --corpus "$CORPUS" --work "$WORK" --out /tmp/drift-eagle3-smoke/eagle3 --minutes 1.5 --gen-minutes 0.1 \
+        --reserve-seconds 5 --pool 512 --gen-batch 64 --min-new 32 --max-new 64 --max-len 1024 --long-share 0.3 \
+        --holdout-every 4 --max-steps 10 --eval-prompts 6 --eval-every-seconds 1000 --sequential-checks 2 \
+        2>&1 | tee -a "$LOG"
+      rc=${PIPESTATUS[0]}
+    fi
+    if [ "$rc" = 0 ] && [ -f /tmp/drift-longctx-smoke/model.safetensors ] && \
+       [ -f /tmp/drift-eagle3-smoke/eagle3/model.safetensors ]; then
+      echo "LONGCTX SMOKE OK ($((SECONDS - t0)) s)" | tee -a "$LOG"
+      left=$((550 - (SECONDS - t0)))          # seconds the two runs share; packing takes ~10 s after them
+      lc=$(( left - 215 < 240 ? left - 215 : 240 ))
+      lc_min=$(python3 -c "print(round($lc / 60.0, 2))")
+      echo "long_context.py: --minutes $lc_min under timeout $((lc + 15))" | tee -a "$LOG"
+      rm -rf "$NEW"
+      timeout $((lc + 15)) python3 tools/train/long_context.py --base "$BASE" --corpus "$CORPUS" --work "$WORK" \
+        --out "$NEW" --minutes "$lc_min" "$@" 2>&1 | tee -a "$LOG"
+      rc=${PIPESTATUS[0]}
+      [ "$rc" = 124 ] && echo "long_context.py was stopped by timeout; using what it wrote" | tee -a "$LOG"
+      if [ -f "$NEW/model.safetensors" ]; then
+        ea=$(( 550 - (SECONDS - t0) - 10 ))
+        ea=$(( ea < 225 ? ea : 225 ))
+        ea_min=$(python3 -c "print(round($ea / 60.0, 2))")
+        echo "eagle3_train.py: --minutes $ea_min under timeout $((ea + 10))" | tee -a "$LOG"
+        timeout $((ea + 10)) python3 tools/train/eagle3_train.py --target "$NEW" --init-head "$BASE/eagle3" \
+          --eval-init --corpus "$CORPUS" --work "$WORK" --out "$NEW/eagle3" --minutes "$ea_min" --gen-minutes 1 \
+          --max-len 4096 --long-share 0.3 --lr 3e-4 --warmup-steps 30 --reserve-seconds 55 2>&1 | tee -a "$LOG"
+        rc2=${PIPESTATUS[0]}
+        [ "$rc2" = 124 ] && echo "eagle3_train.py was stopped by timeout" | tee -a "$LOG"
+        [ "$rc" = 0 ] && rc=$rc2
+        [ -f "$NEW/eagle3/model.safetensors" ] || { echo "no head at $NEW/eagle3" | tee -a "$LOG"; rm -rf "$NEW/eagle3"; }
+      else
+        echo "no model at $NEW" | tee -a "$LOG"; [ "$rc" = 0 ] && rc=1
+      fi
+      pack "$NEW" longctx 2>&1 | tee -a "$LOG" || rc=1
+    else
+      echo "LONGCTX SMOKE FAILED (exit $rc): the real runs are skipped" | tee -a "$LOG"; [ "$rc" = 0 ] && rc=1
+    fi
+    echo "longctx: $((SECONDS - t0)) s" | tee -a "$LOG"
+    ;;
   *)
-    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla|chat|eagle3} [script args]" >&2
+    echo "usage: bash tools/train/run_on_device.sh {smoke|tokenizer|llama|mla|chat|eagle3|longctx} [script args]" >&2
     exit 2
     ;;
 esac

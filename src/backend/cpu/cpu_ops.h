@@ -41,6 +41,8 @@ class CpuOps final : public Ops {
   void paged_attention(const PagedAttentionParams& p) override;
   void indexer_topk(const IndexerTopkParams& p) override;
   void sparse_paged_attention(const SparseAttentionParams& p) override;
+  void key_bounds(const KeyBoundsParams& p) override;
+  void score_blocks(const BlockScoreParams& p) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void moe_route(const MoeRouteParams& p) override;

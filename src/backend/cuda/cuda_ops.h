@@ -100,6 +100,8 @@ class CudaOps final : public Ops {
   // positions on the decode kernel (GQA caches) or the latent kernels (a shared latent).
   void indexer_topk(const IndexerTopkParams& p) override;
   void sparse_paged_attention(const SparseAttentionParams& p) override;
+  void key_bounds(const KeyBoundsParams& p) override;
+  void score_blocks(const BlockScoreParams& p) override;
   void rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rope, const WriteKvParams& kv) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& gate_up,
                        const Tensor& act) override;

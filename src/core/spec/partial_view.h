@@ -2,7 +2,7 @@
 // (algorithms.md §2.1): the sink blocks, the blocks that score best against the current queries
 // (retrieval), and the newest blocks (window + buffer). It is a subset of the sequence's block table, in
 // position order, so attention reads it through PagedAttentionParams' view (block_positions, view_blocks)
-// and no KV is copied. Pure: the scores come from spec/block_bounds.h (or any other scorer).
+// and no KV is copied. Pure: the scores come from the backend's score_blocks (ops.h) or any other scorer.
 #pragma once
 
 #include <cstdint>

@@ -10,25 +10,34 @@
 
 #include "attention_case.h"
 #include "core/spec/partial_view.h"
-#include "spec/block_bounds.h"
+#include "backend/ops.h"
 
 namespace drift::testing {
 namespace {
 
 // The view of the case's single sequence for these budgets, scored with the step's own queries.
-core::PartialView choose_view(const KeyCase& c, KeyInputs& in, spec::BlockScore form, const core::PartialBudget& budget) {
+core::PartialView choose_view(const KeyCase& c, KeyInputs& in, backend::BlockScore form, const core::PartialBudget& budget) {
   const int64_t bs = c.block_size, hk = c.num_kv_heads, d = c.head_dim;
   const std::vector<int32_t>& table = in.full_tables[0];
   const int32_t context_len = in.context_lens[0];
+  const auto ops = backend::make_cpu_ops();
   HostTensor key_min(DType::kF32, {in.num_blocks, hk, d}), key_max(DType::kF32, {in.num_blocks, hk, d});
-  const spec::KeyBounds bounds{key_min, key_max};
-  std::vector<int32_t> filled;
-  for (size_t b = 0; b < table.size(); ++b) filled.push_back(int32_t(std::min<int64_t>(bs, context_len - int64_t(b) * bs)));
-  spec::update_key_bounds(Tensor(in.k_cache.data(), DType::kF32, {in.num_blocks, bs, hk, d}), bounds, table, filled);
+  HostTensor entries(DType::kI32, {int64_t(table.size()), 2}), rows(DType::kI32, {1, 2}),
+      blocks(DType::kI32, {1, int64_t(table.size())});
+  for (size_t b = 0; b < table.size(); ++b) {
+    entries.data_as<int32_t>()[2 * b] = table[b];
+    entries.data_as<int32_t>()[2 * b + 1] = int32_t(std::min<int64_t>(bs, context_len - int64_t(b) * bs));
+    blocks.data_as<int32_t>()[b] = table[b];
+  }
+  ops->key_bounds({.k_cache = Tensor(in.k_cache.data(), DType::kF32, {in.num_blocks, bs, hk, d}), .key_min = key_min,
+                   .key_max = key_max, .entries = entries});
+  rows.data_as<int32_t>()[0] = 0;
+  rows.data_as<int32_t>()[1] = int32_t(in.num_tokens);
   std::vector<float> scores(table.size(), -std::numeric_limits<float>::infinity());
-  spec::score_blocks({.bounds = bounds, .q = Tensor(in.q.data(), DType::kF32, {in.num_tokens, c.num_heads, d}),
-                      .block_table = table, .score = form},
-                     scores);
+  ops->score_blocks({.key_min = key_min, .key_max = key_max,
+                     .q = Tensor(in.q.data(), DType::kF32, {in.num_tokens, c.num_heads, d}), .rows = rows,
+                     .blocks = blocks, .scores = Tensor(scores.data(), DType::kF32, {1, int64_t(scores.size())}),
+                     .form = form});
   return core::compose_partial_view(table, context_len, int32_t(bs), scores, budget);
 }
 
@@ -43,7 +52,7 @@ KeyInputs with_view(KeyInputs in, const core::PartialView& view) {
 
 struct PartialCase {
   KeyCase c;
-  spec::BlockScore form;
+  backend::BlockScore form;
 };
 
 class PartialViewAttentionTest : public ::testing::TestWithParam<PartialCase> {};
@@ -75,11 +84,11 @@ TEST_P(PartialViewAttentionTest, SmallBudgetIsAttentionOverTheChosenBlocks) {
 const std::vector<int32_t> kTree{-1, 0, 0, 1, 1, 2, 3, 3, 4, 5, 5, 6};
 INSTANTIATE_TEST_SUITE_P(
     Cases, PartialViewAttentionTest,
-    ::testing::Values(PartialCase{KeyCase{.name = "chain_quest", .seqs = {{400, 5}}}, spec::BlockScore::kQuest},
-                      PartialCase{KeyCase{.name = "chain_specpv", .seqs = {{400, 5}}}, spec::BlockScore::kSpecPv},
-                      PartialCase{KeyCase{.name = "tree_quest", .seqs = {{613, 12, kTree}}}, spec::BlockScore::kQuest},
+    ::testing::Values(PartialCase{KeyCase{.name = "chain_quest", .seqs = {{400, 5}}}, backend::BlockScore::kQuest},
+                      PartialCase{KeyCase{.name = "chain_specpv", .seqs = {{400, 5}}}, backend::BlockScore::kSpecPv},
+                      PartialCase{KeyCase{.name = "tree_quest", .seqs = {{613, 12, kTree}}}, backend::BlockScore::kQuest},
                       PartialCase{KeyCase{.name = "decode_specpv", .num_heads = 16, .num_kv_heads = 4, .seqs = {{1000, 1}}},
-                                  spec::BlockScore::kSpecPv}),
+                                  backend::BlockScore::kSpecPv}),
     [](const ::testing::TestParamInfo<PartialCase>& test) { return test.param.c.name; });
 
 }  // namespace

@@ -323,4 +323,29 @@ void run(const IndexerParams& p, int32_t num_sms, cudaStream_t stream);
 // Indexer shapes the kernels take: dim a multiple of 8 up to 128, heads * dim up to 1024.
 bool indexer_supports(int32_t heads, int32_t dim);
 
+// SpecPV's block bounds (KeyBoundsParams in ops.h): block entries[i, 0]'s min and max over its first
+// entries[i, 1] keys, per feature of a row.
+struct KeyBoundsLaunch {
+  const bf16* k_cache = nullptr;   // [num_blocks, block_size, row]
+  bf16* key_min = nullptr;         // [num_blocks, row]
+  bf16* key_max = nullptr;         // [num_blocks, row]
+  const int32_t* entries = nullptr;  // [num_entries, 2]
+  int32_t num_entries = 0, block_size = 0, row = 0;
+};
+void run(const KeyBoundsLaunch& p, cudaStream_t stream);
+
+// SpecPV's block scores (BlockScoreParams in ops.h).
+struct BlockScoreLaunch {
+  const bf16* key_min = nullptr;   // [num_blocks, kv_heads, dim]
+  const bf16* key_max = nullptr;
+  const bf16* q = nullptr;         // [num_tokens, q_row_stride]: heads rows of dim at the front
+  int64_t q_row_stride = 0;
+  const int32_t* rows = nullptr;   // [num_segments, 2]
+  const int32_t* blocks = nullptr;  // [num_segments, width]
+  float* scores = nullptr;         // [num_segments, width]
+  int32_t num_segments = 0, width = 0, heads = 0, kv_heads = 0, dim = 0;
+  bool quest = false;
+};
+void run(const BlockScoreLaunch& p, cudaStream_t stream);
+
 }  // namespace drift::backend::cuda

@@ -1,9 +1,8 @@
-// Key bounds and block scores (spec/block_bounds.h) against brute force on random caches: the bounds are
-// the min and max over exactly the filled tokens of each block (F32 and BF16 caches), each score form is
-// its formula reduced as documented, Quest's score bounds every logit in its block, and scoring again
-// keeps the larger score (how layers combine).
-#include "spec/block_bounds.h"
-
+// SpecPV's key bounds and block scores on the CPU backend (ops.h: KeyBoundsParams, BlockScoreParams, the
+// oracle of the CUDA kernels) against brute force on random caches: the bounds are the min and max over
+// exactly the filled tokens of each block (F32 and BF16 caches), each score form is its formula reduced as
+// documented, Quest's score bounds every logit in its block, scoring again keeps the larger score (how
+// layers combine), and segments score their own query rows and skip their -1 entries.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +12,9 @@
 #include <random>
 #include <vector>
 
-namespace drift::spec {
+#include "backend/ops.h"
+
+namespace drift::backend {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -50,16 +51,43 @@ RandomCache random_cache(std::mt19937_64& rng) {
 
 struct Bounds {
   HostTensor key_min, key_max;
-  KeyBounds view() const { return {key_min, key_max}; }
 };
 
+// Entries (block, tokens) of the sequence's blocks, as KeyBoundsParams takes them.
+HostTensor entries_of(const RandomCache& c) {
+  HostTensor e(DType::kI32, {int64_t(c.table.size()), 2});
+  for (size_t i = 0; i < c.table.size(); ++i) {
+    e.data_as<int32_t>()[2 * i] = c.table[i];
+    e.data_as<int32_t>()[2 * i + 1] = c.filled[i];
+  }
+  return e;
+}
+
+// Bounds in the cache's dtype, from an F32 or a BF16 copy of the keys.
 Bounds bounds_of(RandomCache& c, DType cache_dtype) {
-  Bounds b{HostTensor(DType::kF32, {c.num_blocks, c.num_kv_heads, c.head_dim}), HostTensor(DType::kF32, {c.num_blocks, c.num_kv_heads, c.head_dim})};
+  Bounds b{HostTensor(cache_dtype, {c.num_blocks, c.num_kv_heads, c.head_dim}),
+           HostTensor(cache_dtype, {c.num_blocks, c.num_kv_heads, c.head_dim})};
   std::vector<uint16_t> words(c.keys.size());
   std::transform(c.keys.begin(), c.keys.end(), words.begin(), f32_to_bf16);
   void* data = cache_dtype == DType::kBF16 ? static_cast<void*>(words.data()) : c.keys.data();
-  update_key_bounds(Tensor(data, cache_dtype, {c.num_blocks, c.block_size, c.num_kv_heads, c.head_dim}), b.view(), c.table, c.filled);
+  const HostTensor entries = entries_of(c);
+  make_cpu_ops()->key_bounds({.k_cache = Tensor(data, cache_dtype, {c.num_blocks, c.block_size, c.num_kv_heads, c.head_dim}),
+                              .key_min = b.key_min, .key_max = b.key_max, .entries = entries});
   return b;
+}
+
+float value(const HostTensor& t, int64_t i) {
+  return t.tensor().dtype == DType::kBF16 ? bf16_to_f32(t.data_as<uint16_t>()[i]) : t.data_as<float>()[i];
+}
+
+// score_blocks of one segment: q's rows [0, num_queries) against `table`, into `scores` (max-accumulated).
+void score(const Bounds& b, const Tensor& q, const std::vector<int32_t>& table, BlockScore form, std::vector<float>& scores) {
+  HostTensor rows(DType::kI32, {1, 2}), blocks(DType::kI32, {1, int64_t(table.size())});
+  rows.data_as<int32_t>()[0] = 0;
+  rows.data_as<int32_t>()[1] = int32_t(q.size(0));
+  std::copy(table.begin(), table.end(), blocks.data_as<int32_t>());
+  make_cpu_ops()->score_blocks({.key_min = b.key_min, .key_max = b.key_max, .q = q, .rows = rows, .blocks = blocks,
+                                .scores = Tensor(scores.data(), DType::kF32, {1, int64_t(scores.size())}), .form = form});
 }
 
 TEST(KeyBounds, MinAndMaxOverTheFilledTokens) {
@@ -77,14 +105,14 @@ TEST(KeyBounds, MinAndMaxOverTheFilledTokens) {
               hi = std::max(hi, c.key(c.table[i], t, kv)[d]);
             }
             const int64_t at = (c.table[i] * c.num_kv_heads + kv) * c.head_dim + d;
-            ASSERT_EQ(b.key_min.data_as<float>()[at], lo) << "seed " << seed;
-            ASSERT_EQ(b.key_max.data_as<float>()[at], hi) << "seed " << seed;
+            ASSERT_EQ(value(b.key_min, at), lo) << "seed " << seed;
+            ASSERT_EQ(value(b.key_max, at), hi) << "seed " << seed;
           }
     }
   }
 }
 
-// The score of logical block i from the keys themselves, by the formulas in block_bounds.h.
+// The score of logical block i from the keys themselves, by the formulas in ops.h.
 double brute_score(const RandomCache& c, const std::vector<float>& q, int64_t num_queries, int64_t num_heads, size_t i,
                    BlockScore form) {
   const int64_t group = num_heads / c.num_kv_heads;
@@ -142,7 +170,7 @@ ScoredCase scored_case(uint64_t seed, BlockScore form) {
   const Bounds b = bounds_of(s.c, DType::kF32);
   s.qs = random_queries(s.c, rng);
   s.scores.assign(s.c.table.size(), -kInf);
-  score_blocks({.bounds = b.view(), .q = s.qs.tensor(s.c.head_dim), .block_table = s.c.table, .score = form}, s.scores);
+  score(b, s.qs.tensor(s.c.head_dim), s.c.table, form, s.scores);
   return s;
 }
 
@@ -183,12 +211,39 @@ TEST(BlockScores, ScoringAgainKeepsTheLarger) {
   Queries first = random_queries(c, rng), second = first;
   for (float& v : second.q) v = -v;
   std::vector<float> a(c.table.size(), -kInf), bb = a, both = a;
-  score_blocks({.bounds = b.view(), .q = first.tensor(c.head_dim), .block_table = c.table}, a);
-  score_blocks({.bounds = b.view(), .q = second.tensor(c.head_dim), .block_table = c.table}, bb);
-  score_blocks({.bounds = b.view(), .q = first.tensor(c.head_dim), .block_table = c.table}, both);
-  score_blocks({.bounds = b.view(), .q = second.tensor(c.head_dim), .block_table = c.table}, both);
+  score(b, first.tensor(c.head_dim), c.table, BlockScore::kSpecPv, a);
+  score(b, second.tensor(c.head_dim), c.table, BlockScore::kSpecPv, bb);
+  score(b, first.tensor(c.head_dim), c.table, BlockScore::kSpecPv, both);
+  score(b, second.tensor(c.head_dim), c.table, BlockScore::kSpecPv, both);
   for (size_t i = 0; i < both.size(); ++i) EXPECT_EQ(both[i], std::max(a[i], bb[i]));
 }
 
+TEST(BlockScores, SegmentsScoreTheirOwnRowsAndSkipEmptyEntries) {
+  std::mt19937_64 rng(7);
+  RandomCache c = random_cache(rng);
+  const Bounds b = bounds_of(c, DType::kF32);
+  const Queries qs = random_queries(c, rng);
+  // Segment 0: rows [0, 1), the table with a -1 after it; segment 1: rows [1, num_queries) or [0, ...).
+  const int32_t split = qs.num_queries > 1 ? 1 : 0;
+  const int64_t width = int64_t(c.table.size()) + 1;
+  HostTensor rows(DType::kI32, {2, 2}), blocks(DType::kI32, {2, width});
+  const int32_t r[] = {0, 1, split, int32_t(qs.num_queries)};
+  std::copy(std::begin(r), std::end(r), rows.data_as<int32_t>());
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t i = 0; i < width; ++i) blocks.data_as<int32_t>()[s * width + i] = i < width - 1 ? c.table[size_t(i)] : -1;
+  std::vector<float> got(size_t(2 * width), -kInf);
+  std::vector<float> q = qs.q;
+  const Tensor all(q.data(), DType::kF32, {qs.num_queries, qs.num_heads, c.head_dim});
+  make_cpu_ops()->score_blocks({.key_min = b.key_min, .key_max = b.key_max, .q = all, .rows = rows, .blocks = blocks,
+                                .scores = Tensor(got.data(), DType::kF32, {2, width}), .form = BlockScore::kQuest});
+  for (int64_t s = 0; s < 2; ++s) {
+    std::vector<float> want(c.table.size(), -kInf);
+    const Tensor part = all.slice(r[2 * s], r[2 * s + 1]);
+    score(b, part, c.table, BlockScore::kQuest, want);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[size_t(s * width) + i], want[i]) << "segment " << s;
+    EXPECT_EQ(got[size_t(s * width + width - 1)], -kInf) << "segment " << s << "'s -1 entry";
+  }
+}
+
 }  // namespace
-}  // namespace drift::spec
+}  // namespace drift::backend
