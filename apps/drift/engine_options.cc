@@ -100,7 +100,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--spec-ngram-max", c.speculative.ngram_max, "Longest n-gram prompt lookup matches")
       ->check(CLI::Range(1, 64))->capture_default_str();
   cmd.add_option("--specpv-min-context", c.specpv.min_context,
-                 "SpecPV: verify drafts of sequences this long against part of their KV (0: off; cpu only)")
+                 "SpecPV: verify drafts of sequences this long against part of their KV (0: off)")
       ->check(at_least(0))->capture_default_str();
   cmd.add_option("--specpv-refresh", c.specpv.refresh, "SpecPV: verify steps per full verification (1: exact)")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();

@@ -34,8 +34,8 @@ struct SpeculativeConfig {
 // SpecPV (issue 15; src/core/README.md): a verify step of a sequence at least min_context tokens long
 // attends to part of its KV (sink, retrieval, window and buffer blocks of its block table; nothing is
 // copied), and every `refresh`-th verify step, or when more than `buffer` tokens were accepted since the
-// last full one, attends to all of it. Budgets are tokens. Needs a speculative method; CPU and CUDA
-// backends, one rank, BF16 or F32 KV.
+// last full one, attends to all of it. Budgets are tokens. Needs a speculative method; one rank; not with
+// an FP8 KV cache.
 struct SpecPvConfig {
   int32_t min_context = 0;   // 0: off
   int32_t refresh = 8;       // verify steps per full verification; 1: every step full (exact)

@@ -205,7 +205,10 @@ Status EngineImpl::load(const EngineConfig& config) {
   if (config.speculative.method == "eagle3") {
     model::LoadOptions head_load;
     head_load.random_weights = config.random_weights;
-    head_load.max_positions = load.max_positions;
+    // The head drafts up to `depth` nodes past a sequence's last token, so past the served positions too.
+    const int64_t target_positions = model_->config().max_position_embeddings;
+    const int64_t served = load.max_positions > 0 ? std::min<int64_t>(load.max_positions, target_positions) : target_positions;
+    head_load.max_positions = int32_t(served + std::max(config.speculative.depth, 0));
     const std::string head_dir = draft_head_dir(config);
     if (ops_->world_size() > 1) {
       if (config.nnodes > 1)
@@ -259,7 +262,7 @@ Status EngineImpl::size_kv_cache() {
 // SpecPV keeps per-block key bounds beside each full-attention layer's cache (a min and a max row per
 // block: 1/block_size of GQA's K and V, 2/block_size of a shared latent): their share of the budget.
 int64_t EngineImpl::budget_after_bounds(int64_t budget) const {
-  if (!config_.specpv.enabled()) return budget;
+  if (!config_.specpv.enabled() || config_.specpv.refresh == 1) return budget;  // refresh 1 never scores
   double kv = 0.0, bounds = 0.0;
   for (const core::KvSpec& g : kv_specs_) {
     const double per_token = double(g.bytes_per_token_per_layer() * g.num_layers);

@@ -17,8 +17,10 @@ std::vector<size_t> SpecPvScorer::pack_group(const core::BatchPlan& plan, std::s
   for (size_t k : tracked) {  // entries: (block, tokens) of each block written since the last scored step
     const core::ScheduledSeq& s = plan.seqs[k];
     const int32_t end = s.num_computed + s.num_new;
+    // Keys before both the last scored step's start and this step's are as they were then (a refresh may
+    // rewind this step below the last one's start, to compute its tokens again).
     const auto stable = stable_tokens_.find(s.seq_id);
-    const int32_t first_dirty = stable == stable_tokens_.end() ? 0 : stable->second / block_size_;
+    const int32_t first_dirty = stable == stable_tokens_.end() ? 0 : std::min(stable->second, s.num_computed) / block_size_;
     for (int32_t b = first_dirty; b < core::blocks_for_tokens(end, block_size_); ++b)
       words.insert(words.end(), {s.seq->block_tables[g][size_t(b)], std::min(block_size_, end - b * block_size_)});
   }

@@ -78,6 +78,23 @@ TEST(Eagle3, SplitTargetOverTwoRanksKeepsOutputAndAcceptance) {
   EXPECT_GT(tokens_per_step(m), 2.5) << m.spec_decode_num_accepted_tokens << " accepted in " << m.spec_decode_num_drafts;
 }
 
+// Sequences that run to the end of the served positions: the head drafts up to `depth` nodes past the
+// last position (its RoPE table holds them; the tree the target verifies is cut to the room left), and the
+// output is plain decoding's, ending at max_model_len.
+TEST(Eagle3, SequencesRunToTheLastServedPosition) {
+  EngineConfig c = default_model();
+  c.max_model_len = 48;
+  auto requests = default_model_requests(0.0f);
+  for (Request& r : requests) {
+    r.max_tokens = 64;
+    r.ignore_eos = true;
+  }
+  const auto plain = run_on_fresh_engine(c, requests);
+  EngineMetrics m;
+  EXPECT_EQ(run_on_fresh_engine(with_eagle3(c, "auto", 32, 7, 8), requests, &m), plain);
+  EXPECT_GT(m.spec_decode_num_accepted_tokens, 0);
+}
+
 TEST(Eagle3, SeededSamplingGivesTheSameTokens) {
   const auto requests = default_model_requests(0.8f);
   const auto plain = run_on_fresh_engine(default_model(), requests);

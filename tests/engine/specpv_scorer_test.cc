@@ -1,7 +1,7 @@
 // SpecPvScorer (the runner's query tap) on the CPU backend: a tracked sequence's block scores are
 // score_blocks of its own query rows of the step against key bounds of the whole cache, max over layers;
-// bounds kept up to date by recomputing only the blocks written since its last scored step equal bounds
-// recomputed from scratch; a step that tracks nothing leaves the tap inactive and the scores as they were.
+// bounds kept up to date by recomputing only the blocks written since its last scored step (or since a
+// refresh rewound it below that step's start) equal bounds recomputed from scratch; a step that tracks nothing leaves the tap inactive and the scores as they were.
 #include "engine/specpv_scorer.h"
 
 #include <gtest/gtest.h>
@@ -105,6 +105,15 @@ TEST(SpecPvScorer, ScoresOwnQueriesAndKeepsBoundsCurrent) {
   layers_score(1);
   got.assign(scorer.scores(2).begin(), scorer.scores(2).end());
   EXPECT_EQ(got, brute_force({&caches[0], &caches[1]}, {&qs[0], &qs[1]}, seq, 15, 0, 1));
+
+  // Step 5 scores again after a refresh rewound the sequence to position 6, before step 4's start (14):
+  // positions 6.. are written anew, so blocks from logical 1 on get current bounds.
+  write_keys({6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  plan.seqs = {{.seq_id = 2, .seq = &seq, .num_computed = 6, .num_new = 10, .samples = true}};
+  scorer.begin_step(plan, first);
+  layers_score(10);
+  got.assign(scorer.scores(2).begin(), scorer.scores(2).end());
+  EXPECT_EQ(got, brute_force({&caches[0], &caches[1]}, {&qs[0], &qs[1]}, seq, 16, 0, 10));
   scorer.forget(2);
   EXPECT_TRUE(scorer.scores(2).empty());
 }

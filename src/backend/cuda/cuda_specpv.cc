@@ -34,9 +34,12 @@ void CudaOps::score_blocks(const BlockScoreParams& p) {
   check_dtype(p.rows, DType::kI32, "score_blocks rows");
   check_dtype(p.blocks, DType::kI32, "score_blocks blocks");
   check_dtype(p.scores, DType::kF32, "score_blocks scores");
+  DRIFT_CHECK(p.q.ndim == 3 && p.key_min.ndim == 3 && p.key_max.numel() == p.key_min.numel(),
+              "cuda score_blocks: queries {} against bounds {} and {}", p.q.describe(), p.key_min.describe(),
+              p.key_max.describe());
   const int64_t heads = p.q.size(1), dim = p.q.size(2), kv_heads = p.key_min.size(1);
-  DRIFT_CHECK(p.q.ndim == 3 && p.key_min.ndim == 3 && p.key_min.size(2) == dim && heads % kv_heads == 0,
-              "cuda score_blocks: queries {} against bounds {}", p.q.describe(), p.key_min.describe());
+  DRIFT_CHECK(p.key_min.size(2) == dim && heads % kv_heads == 0, "cuda score_blocks: queries {} against bounds {}",
+              p.q.describe(), p.key_min.describe());
   const int64_t segments = p.rows.size(0), width = p.blocks.size(1);
   DRIFT_CHECK(p.rows.ndim == 2 && p.rows.size(1) == 2 && p.blocks.ndim == 2 && p.blocks.size(0) == segments &&
                   p.scores.numel() == segments * width,

@@ -111,13 +111,13 @@ __device__ float head_group_score(const BlockScoreLaunch& p, ScoreTiles& s, int 
   __syncthreads();
   float all = s.partial[0][lane];
   for (int w = 1; w < kScoreWarps; ++w) all = p.quest ? fmaxf(all, s.partial[w][lane]) : all + s.partial[w][lane];
-  __syncthreads();  // partial is written again by the next head
   return p.quest ? all : all / float(pairs);
 }
 
-// max(*a, v) in place; floats of one sign order as their bits do (as ints when positive, reversed when negative).
+// max(*a, v) in place; floats of one sign order as their bits do (as ints when the sign bit is clear,
+// reversed when it is set, -0.0 included).
 __device__ __forceinline__ void atomic_max(float* a, float v) {
-  if (v >= 0.0f) {
+  if (__float_as_int(v) >= 0) {
     atomicMax(reinterpret_cast<int*>(a), __float_as_int(v));
   } else {
     atomicMin(reinterpret_cast<unsigned int*>(a), __float_as_uint(v));
