@@ -57,13 +57,12 @@ void SpecPvScorer::begin_step(const core::BatchPlan& plan, std::span<const size_
   std::vector<std::vector<size_t>> offsets(kv_specs_.size());
   for (size_t g = 0; g < kv_specs_.size(); ++g)
     if (kv_specs_[g].sliding_window == 0) offsets[g] = pack_group(plan, tracked, g, words);
-  upload(words, offsets, width_);
+  upload(words, offsets);
   for (size_t k : tracked) stable_tokens_[plan.seqs[k].seq_id] = plan.seqs[k].num_computed;
 }
 
 // The step's inputs to the device in one copy, and its scores set to -inf.
-void SpecPvScorer::upload(std::span<const int32_t> words, const std::vector<std::vector<size_t>>& offsets,
-                          int32_t width) {
+void SpecPvScorer::upload(std::span<const int32_t> words, const std::vector<std::vector<size_t>>& offsets) {
   if (!inputs_device_.view.defined() || inputs_device_.view.numel() < int64_t(words.size()))
     inputs_device_ = ops_.alloc(DType::kI32, {int64_t(words.size()) * 2});
   ops_.copy_from_host(inputs_device_.view.slice(0, int64_t(words.size())), words.data());
@@ -74,9 +73,9 @@ void SpecPvScorer::upload(std::span<const int32_t> words, const std::vector<std:
     auto part = [&](size_t i) { return inputs_device_.view.slice(int64_t(offsets[g][i]), int64_t(offsets[g][i + 1])); };
     inputs_[g] = {.entries = part(0).view({int64_t(offsets[g][1] - offsets[g][0]) / 2, 2}),
                   .rows = part(1).view({segments, 2}),
-                  .blocks = part(2).view({segments, width})};
+                  .blocks = part(2).view({segments, width_})};
   }
-  const int64_t n = segments * width;
+  const int64_t n = segments * width_;
   if (!scores_device_.view.defined() || scores_device_.view.numel() < n)
     scores_device_ = ops_.alloc(DType::kF32, {n * 2});
   host_scores_.assign(size_t(n), -std::numeric_limits<float>::infinity());

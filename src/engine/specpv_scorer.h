@@ -52,7 +52,7 @@ class SpecPvScorer final : public model::QueryTap {
   // Host words of group g's inputs for the step's sequences, appended to `words`; the offsets they start at.
   std::vector<size_t> pack_group(const core::BatchPlan& plan, std::span<const size_t> tracked, size_t g,
                                  std::vector<int32_t>& words) const;
-  void upload(std::span<const int32_t> words, const std::vector<std::vector<size_t>>& offsets, int32_t width);
+  void upload(std::span<const int32_t> words, const std::vector<std::vector<size_t>>& offsets);
   void collect();
 
   backend::Ops& ops_;
@@ -63,7 +63,6 @@ class SpecPvScorer final : public model::QueryTap {
   int32_t width_ = 0;                    // scores' row width this step (the widest tracked sequence)
   bool pending_ = false;                 // scores_device_ holds a step's scores not yet collected
   std::vector<GroupInputs> inputs_;      // [KV groups] this step's (undefined for a sliding group)
-  std::vector<int32_t> entries_count_;   // [KV groups]
   backend::Buffer inputs_device_, scores_device_;
   int32_t layer_ = 0;                    // layers seen this step (the index in layers_)
   std::vector<LayerBounds> layers_;      // allocated at a layer's first call
