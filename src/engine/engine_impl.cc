@@ -115,6 +115,11 @@ bool head_needs_target_embedding(const EngineConfig& config) {
   return !head.ok() || !head->contains("embed_tokens.weight");
 }
 
+// Positions the engine serves: max_model_len where set, at most the model's own.
+int64_t served_positions(const EngineConfig& config, int64_t model_positions) {
+  return config.max_model_len > 0 ? std::min<int64_t>(config.max_model_len, model_positions) : model_positions;
+}
+
 }  // namespace
 
 Expected<DType> parse_kv_cache_dtype(const std::string& name, DType compute) {
@@ -206,8 +211,7 @@ Status EngineImpl::load(const EngineConfig& config) {
     model::LoadOptions head_load;
     head_load.random_weights = config.random_weights;
     // The head drafts up to `depth` nodes past a sequence's last token, so past the served positions too.
-    const int64_t target_positions = model_->config().max_position_embeddings;
-    const int64_t served = load.max_positions > 0 ? std::min<int64_t>(load.max_positions, target_positions) : target_positions;
+    const int64_t served = served_positions(config, model_->config().max_position_embeddings);
     head_load.max_positions = int32_t(served + std::max(config.speculative.depth, 0));
     const std::string head_dir = draft_head_dir(config);
     if (ops_->world_size() > 1) {
@@ -231,7 +235,7 @@ Status EngineImpl::size_kv_cache() {
   if (config.max_model_len > model_len)
     spdlog::warn("drift: max_model_len {} is beyond {}'s {} positions (max_position_embeddings); serving {}",
                  config.max_model_len, model_name_, model_len, model_len);
-  const int64_t served = config.max_model_len > 0 ? std::min<int64_t>(config.max_model_len, model_len) : model_len;
+  const int64_t served = served_positions(config, model_len);
   if (served > kMaxServedPositions)
     return invalid_argument(fmt::format("{} has max_position_embeddings {}; Drift serves at most {} positions: set "
                                         "max_model_len (--max-model-len)", model_name_, model_len, kMaxServedPositions));
