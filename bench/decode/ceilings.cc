@@ -74,4 +74,22 @@ Ceilings measure_ceilings(backend::CudaOps& ops) {
   return c;
 }
 
+backend::Buffer upload_i32(backend::CudaOps& ops, const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
+  backend::Buffer b = ops.alloc(DType::kI32, shape);
+  ops.copy_from_host(b.view, v.data());
+  return b;
+}
+
+bool batches_pair_with_contexts_on_a_gpu(const char* name, size_t batches, size_t contexts) {
+  if (batches != contexts) {
+    std::fprintf(stderr, "%s: --batch and --context pair up; give as many of each\n", name);
+    return false;
+  }
+  if (backend::cuda_device_count() == 0) {
+    std::fprintf(stderr, "%s: no CUDA device\n", name);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace drift::bench

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,13 @@ std::vector<float> read_bf16(backend::CudaOps& ops, const Tensor& t);
 
 // |a - b| / |b| over all values (L2 norms): how far two kernels' outputs are apart.
 double relative_l2(const std::vector<float>& a, const std::vector<float>& b);
+
+// A step input on the GPU: int32 values of the given shape.
+backend::Buffer upload_i32(backend::CudaOps& ops, const std::vector<int32_t>& v, std::initializer_list<int64_t> shape);
+
+// Whether an attention benchmark can run: --batch and --context paired up, and a CUDA device present (else it
+// says which is missing, as `name`).
+bool batches_pair_with_contexts_on_a_gpu(const char* name, size_t batches, size_t contexts);
 
 // Median seconds of `body` over `reps` runs after `warmup`, timed with CUDA events on `stream`.
 template <class F>

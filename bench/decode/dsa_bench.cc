@@ -46,12 +46,6 @@ struct Step {
   backend::Buffer selected, scratch;
 };
 
-backend::Buffer upload_i32(backend::CudaOps& ops, const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-  backend::Buffer b = ops.alloc(DType::kI32, shape);
-  ops.copy_from_host(b.view, v.data());
-  return b;
-}
-
 backend::Buffer random_bf16_buffer(backend::CudaOps& ops, std::initializer_list<int64_t> shape, uint64_t seed) {
   backend::Buffer b = ops.alloc(DType::kBF16, shape);
   fill_random_bf16(ops, b.view, seed);
@@ -147,14 +141,7 @@ int run(int argc, char** argv) {
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  if (batches.size() != contexts.size()) {
-    std::fprintf(stderr, "drift_bench_dsa: --batch and --context pair up; give as many of each\n");
-    return 1;
-  }
-  if (backend::cuda_device_count() == 0) {
-    std::fprintf(stderr, "drift_bench_dsa: no CUDA device\n");
-    return 1;
-  }
+  if (!batches_pair_with_contexts_on_a_gpu("drift_bench_dsa", batches.size(), contexts.size())) return 1;
   backend::CudaOps ops({});
   cudaDeviceProp prop{};
   DRIFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

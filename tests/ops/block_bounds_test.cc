@@ -116,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(
                    .num_blocks = 90, .seq_rows = {1, 9, 40}, .seq_tokens = {5, 130, 77}},
         BoundsCase{.name = "OneTokenBlocks", .heads = 2, .kv_heads = 1, .dim = 32, .block_size = 1,
                    .num_blocks = 100, .seq_rows = {2, 1}, .seq_tokens = {33, 64}}),
-    [](const auto& info) { return info.param.name; });
+    [](const auto& test) { return test.param.name; });
 
 }  // namespace
 }  // namespace drift::testing

@@ -2,9 +2,10 @@
 // - write_kv: the same codes and scales, bit for bit (both quantize the same bf16-exact values by the rule
 //   of base/dtype.h), through row strides and skipped slots; rope_write_kv (one kernel) gives the bits of
 //   rope then write_kv on the GPU.
-// - paged_attention over identical FP8 caches (the CPU's codes and scales uploaded): the decode (split-KV)
-//   and prefill (tensor-core) kernels against the CPU within 1e-2 relative L2, the bf16 cases' tolerance
-//   (bf16 output, bf16 softmax weights in P V, and the prefill kernel's codes * scale rounded to bf16).
+// - paged_attention over identical FP8 caches (the CPU's codes and scales uploaded): the decode (split-KV,
+//   on tensor cores and on CUDA cores) and prefill (tensor-core) kernels against the CPU within 1e-2
+//   relative L2, the bf16 cases' tolerance (bf16 output, bf16 softmax weights in P V, and the prefill
+//   kernel's codes * scale rounded to bf16).
 #include <algorithm>
 #include <cmath>
 
@@ -154,6 +155,47 @@ TEST_P(Fp8AttentionTest, MatchesCpuOverTheSameCodes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Fp8AttentionTest, ::testing::ValuesIn(key_cases()),
+                         [](const ::testing::TestParamInfo<KeyCase>& test) { return test.param.name; });
+
+// Decode steps long enough to split across CTAs and warps, at the shapes the FP8 tensor-core kernel takes
+// (head_dim 64 and 128, 96 zero-filled to 128; 1 to 8 query heads per kv head), with sinks, windows, trees
+// and views; sequences of one, a few and many tiles side by side.
+std::vector<KeyCase> fp8_decode_cases() {
+  std::vector<KeyCase> cases;
+  cases.push_back({.name = "llama8b_group4", .head_dim = 128, .num_heads = 16, .num_kv_heads = 4,
+                   .seqs = {{2500, 1}, {17, 1}, {1000, 1}, {129, 1}}});
+  cases.push_back({.name = "group8_dim64_sinks_window", .head_dim = 64, .num_heads = 16, .num_kv_heads = 2,
+                   .seqs = {{900, 1}, {300, 1}}, .sliding_window = 128, .sinks = true});
+  cases.push_back({.name = "group1_dim64", .head_dim = 64, .num_heads = 4, .num_kv_heads = 4, .seqs = {{1500, 1}, {3, 1}}});
+  cases.push_back({.name = "group2_dim96", .head_dim = 96, .num_heads = 4, .num_kv_heads = 2, .seqs = {{700, 1}, {64, 1}}});
+  cases.push_back({.name = "tree_dim128", .head_dim = 128, .num_heads = 8, .num_kv_heads = 2,
+                   .seqs = {{1200, 12, {-1, 0, 0, 1, 1, 2, 3, 3, 4, 5, 5, 6}}, {400, 1}}});
+  cases.push_back({.name = "view_dim128", .head_dim = 128, .num_heads = 8, .num_kv_heads = 2,
+                   .seqs = {{1600, 1, {}, {0, 3, 5, 12, 40, 41, 42, 99}}, {500, 1}}});
+  return cases;
+}
+
+class Fp8DecodeTest : public Fp8AttentionTest {};
+
+// Both FP8 decode kernels against the CPU over the same codes, and the tensor-core kernel's bits the same
+// from one launch to the next.
+TEST_P(Fp8DecodeTest, TensorCoreAndCudaCoreKernelsMatchCpu) {
+  const KeyCase& c = GetParam();
+  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  const KeyInputs in = build_inputs(c, rng_);
+  const Fp8Cache k8 = quantize_fp8_cache(in.k_cache, c.head_dim), v8 = quantize_fp8_cache(in.v_cache, c.head_dim);
+  const auto cpu = run(false, c, in, k8, v8);
+  const auto tensor_cores = run(true, c, in, k8, v8);
+  cuda->set_fp8_tensor_cores(false);
+  const auto cuda_cores = run(true, c, in, k8, v8);
+  cuda->set_fp8_tensor_cores(true);
+  EXPECT_CLOSE(tensor_cores, cpu, kAttention) << c.name << ": tensor cores";
+  EXPECT_CLOSE(cuda_cores, cpu, kAttention) << c.name << ": CUDA cores";
+  EXPECT_EQ(run(true, c, in, k8, v8), tensor_cores) << c.name << ": the same launch twice gives other bits";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Fp8DecodeTest, ::testing::ValuesIn(fp8_decode_cases()),
                          [](const ::testing::TestParamInfo<KeyCase>& test) { return test.param.name; });
 
 }  // namespace

@@ -478,6 +478,10 @@ int64_t most_keys(const cuda::AttentionParams& a) {
 
 }  // namespace
 
+bool CudaOps::fp8_on_tensor_cores(const cuda::AttentionParams& a) const {
+  return options_.fp8_tensor_cores && cuda::decode_attention_fp8_supports(a);
+}
+
 int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   // The split count whose waves of CTAs (`slots` resident at once) get through the longest possible
   // context soonest, each CTA costing its keys plus one 64-key chunk of fixed work; ties go to fewer
@@ -486,7 +490,9 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   // third of the keys. At least 32 keys per split, at most 64 splits, and no more partial results than
   // the workspace holds. Only shapes decide: the launch stays capturable.
   const int64_t ctas = int64_t(a.num_tokens) * a.num_kv_heads;
-  const int64_t slots = int64_t(num_sms_) * cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads, a.num_kv_heads);
+  const int64_t slots = int64_t(num_sms_) * (fp8_on_tensor_cores(a) ? cuda::decode_attention_fp8_ctas_per_sm(a.head_dim)
+                                                                   : cuda::decode_attention_ctas_per_sm(
+                                                                         a.head_dim, a.num_heads, a.num_kv_heads));
   const int64_t max_keys = most_keys(a);
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim + 2);
   int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, cuda::kDecodeMaxSplits);
@@ -572,7 +578,8 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
     if (int64_t(a.num_tokens) * a.num_kv_heads <= kMaxSplitCounters)
       a.split_counters = static_cast<int32_t*>(split_counters_.get());
   }
-  cuda::run_decode_attention(a, stream_);
+  cuda::run_decode_attention(
+      a, fp8_on_tensor_cores(a) ? cuda::DecodeKernel::kTensorCores : cuda::DecodeKernel::kCudaCores, stream_);
 }
 
 void CudaOps::concat(const Tensor& a, const Tensor& b, const Tensor& out) {

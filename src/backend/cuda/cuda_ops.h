@@ -32,6 +32,8 @@ struct CudaOptions {
   bool gemv_split_by_iterations = false;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
+  // Decode attention over FP8 caches on tensor cores where the shape allows (else on CUDA cores).
+  bool fp8_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool moe_tensor_cores = true;
   // Routed experts at one token: each choice read directly, the input row from shared memory (else
@@ -131,6 +133,7 @@ class CudaOps final : public Ops {
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
   void set_gemv_split_by_iterations(bool on) { options_.gemv_split_by_iterations = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
+  void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
 
@@ -141,6 +144,8 @@ class CudaOps final : public Ops {
   void launch_attention(cuda::AttentionParams a, int32_t max_query_len = 0);
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
+  // Whether this split-KV step runs the FP8 tensor-core kernel.
+  bool fp8_on_tensor_cores(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.
   int32_t mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const;
   void moe_experts_bf16(const MoeExpertsParams& p);

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/decode_splits.cuh"
 #include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
@@ -34,7 +35,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 8;
-constexpr float kLog2e = 1.4426950408889634f;
 
 // 16 bytes global -> shared without passing through registers (zeros when !valid).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -62,11 +62,11 @@ __device__ __forceinline__ void cp_async_wait() {
 __device__ void merge_splits(const AttentionParams& p, int64_t row, int head, int d, int splits) {
   const float2* lse = reinterpret_cast<const float2*>(p.partial_lse + row * p.num_splits * 2);
   const float* part = p.partial_out + row * p.num_splits * p.head_dim + d;
-  float m = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
+  float m = p.sinks != nullptr ? p.sinks[head] * kDecodeLog2e : -INFINITY;
 #pragma unroll 8
   for (int s = 0; s < splits; ++s) m = fmaxf(m, __ldcg(lse + s).x);
   const float base = m == -INFINITY ? 0.0f : m;
-  float l = p.sinks != nullptr ? exp2f(p.sinks[head] * kLog2e - base) : 0.0f;
+  float l = p.sinks != nullptr ? exp2f(p.sinks[head] * kDecodeLog2e - base) : 0.0f;
   float o = 0.0f;
 #pragma unroll 4
   for (int s = 0; s < splits; ++s) {
@@ -76,56 +76,6 @@ __device__ void merge_splits(const AttentionParams& p, int64_t row, int head, in
     if (w > 0.0f) o += __ldcg(part + int64_t(s) * p.head_dim) * w;
   }
   p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
-}
-
-// The last split's CTA merges the `splits` active splits of its (token, kv head) for every head of the
-// group: the splits' (max, sum) pairs come into shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits
-// floats) in one round of loads, a warp per head turns them into normalised weights (the sink joining the
-// softmax), then every output loads all its splits' partials at once. Partials are read through L2.
-template <int kGroup>
-__device__ void merge_group(const AttentionParams& p, int token, int kv_head, int splits, float* staging) {
-  const int group = p.num_heads / p.num_kv_heads;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int64_t row0 = int64_t(token) * p.num_heads + int64_t(kv_head) * group;
-  float* max_of = staging;                                    // [kGroup][kDecodeMaxSplits]
-  float* weight_of = staging + kGroup * kDecodeMaxSplits;    // sums, then normalised weights
-  const float2* lse = reinterpret_cast<const float2*>(p.partial_lse);
-  for (int i = tid; i < group * splits; i += blockDim.x) {
-    const int g = i / splits, s = i % splits;
-    const float2 ml = __ldcg(lse + (row0 + g) * p.num_splits + s);
-    max_of[g * kDecodeMaxSplits + s] = ml.x;
-    weight_of[g * kDecodeMaxSplits + s] = ml.y;
-  }
-  __syncthreads();
-  for (int g = warp; g < group; g += blockDim.x / 32) {
-    float* m = max_of + g * kDecodeMaxSplits;
-    float* w = weight_of + g * kDecodeMaxSplits;
-    const float sink = p.sinks != nullptr ? p.sinks[kv_head * group + g] * kLog2e : -INFINITY;
-    float mx = sink;
-    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, m[s]);
-    mx = warp_max(mx);
-    const float base = mx == -INFINITY ? 0.0f : mx;
-    float l = 0.0f;
-    for (int s = lane; s < splits; s += 32) {
-      const float e = m[s] == -INFINITY ? 0.0f : exp2f(m[s] - base);
-      l += w[s] * e;
-      w[s] = e;
-    }
-    l = warp_sum(l) + (p.sinks != nullptr ? exp2f(sink - base) : 0.0f);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int s = lane; s < splits; s += 32) w[s] *= inv;
-  }
-  __syncthreads();
-  for (int idx = tid; idx < group * p.head_dim; idx += blockDim.x) {
-    const int g = idx / p.head_dim, d = idx % p.head_dim;
-    const float* part = p.partial_out + (row0 + g) * p.num_splits * p.head_dim + d;
-    const float* w = weight_of + g * kDecodeMaxSplits;
-    float o = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s)
-      if (w[s] > 0.0f) o += w[s] * __ldcg(part + int64_t(s) * p.head_dim);
-    p.out[(row0 + g) * p.head_dim + d] = __float2bfloat16(o);
-  }
 }
 
 // The decode kernel's tiling for one (head-dim class, group class, cache type).
@@ -156,46 +106,12 @@ struct DecodeStages {
       kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
 };
 
-struct SplitKeys {
-  SeqKeys keys;
-  int q_pos, begin, end;
-  int active;  // the splits that share the keys; splits past them have none
-};
-
-// The slots one CTA covers: its split's share of the slots its query may see, or of its selected list,
-// over as many splits as have `min_keys` each (at least one). The launch's split count is chosen from the
-// longest context the block table allows (a capturable shape), so a short context or a sliding window
-// would otherwise leave each of up to 64 splits a few keys and the merge many partials (GPT-OSS's
-// 128-key window, or 512 keys of a 128k table).
-template <KeyRule kRule>
-__device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int token, int split, int min_keys) {
-  SplitKeys s;
-  int first = 0, last = 0;
-  if constexpr (kRule == KeyRule::kSparse) {
-    s.keys = sparse_seq_keys(p, find_sequence(p, token));
-    s.q_pos = 0;
-    last = p.top_k;
-  } else {
-    // The query's own position goes out first: it does not wait for the search below.
-    const int given = p.q_positions != nullptr ? p.q_positions[token] : 0;
-    s.keys = seq_keys<kRule == KeyRule::kGeneral>(p, find_sequence(p, token));
-    s.q_pos = query_position(p, s.keys, token, given);
-    slot_range(p, s.keys, s.q_pos, s.q_pos, first, last);
-  }
-  const int num_slots = max(0, last - first);
-  s.active = max(1, min(p.num_splits, (num_slots + min_keys - 1) / min_keys));
-  const int per_split = (num_slots + s.active - 1) / s.active;
-  s.begin = first + split * per_split;
-  s.end = min(first + num_slots, s.begin + per_split);
-  return s;
-}
-
 // This thread's 8 dimensions of every query head of the group, pre-scaled into log2 units.
 template <int kGroup>
 __device__ __forceinline__ void load_query(const AttentionParams& p, int token, int kv_head, int dim_lane,
                                            bool dim_valid, float (&q)[kGroup][8]) {
   const int group = p.num_heads / p.num_kv_heads;
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = p.scale * kDecodeLog2e;
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
     if (g < group && dim_valid) {
@@ -445,41 +361,11 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     float o = 0.0f;
 #pragma unroll
     for (int kl = 0; kl < kKeysPerPass; ++kl) o += reduce[kl][g][d];
-    const int h = kv_head * group + g;
-    const int64_t row = int64_t(token) * p.num_heads + h;
-    if (alone) {
-      float m = max_s[g], l = sum_s[g];
-      if (p.sinks != nullptr) {
-        const float sink = p.sinks[h] * kLog2e;
-        const float mx = fmaxf(m, sink);
-        const float scale_old = exp2f(m - mx);
-        o *= scale_old;
-        l = l * scale_old + exp2f(sink - mx);
-      }
-      p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
-    } else {
-      p.partial_out[(row * p.num_splits + split) * p.head_dim + d] = o;
-      if (d == 0) {
-        p.partial_lse[(row * p.num_splits + split) * 2] = max_s[g];
-        p.partial_lse[(row * p.num_splits + split) * 2 + 1] = sum_s[g];
-      }
-    }
+    write_split_output(p, token, kv_head * group + g, split, d, o, max_s[g], sum_s[g], alone);
   }
   if (alone || p.split_counters == nullptr) return;
-
-  // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
-  // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
-  __shared__ bool is_last;
-  __threadfence();
-  __syncthreads();
-  int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
-  if (tid == 0) is_last = atomicAdd(counter, 1) == sk.active - 1;
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
   static_assert(St::kSmemBytes >= 2 * kGroup * kDecodeMaxSplits * 4, "merge staging fits the stages");
-  merge_group<kGroup>(p, token, kv_head, sk.active, reinterpret_cast<float*>(stages));
-  if (tid == 0) *counter = 0;  // ready for the next launch
+  merge_if_last<kGroup>(p, token, kv_head, sk.active, reinterpret_cast<float*>(stages));
 }
 
 // grid: (num_tokens, num_heads); block: 128 threads over head_dim. Merges the splits' partial outputs
@@ -543,11 +429,13 @@ bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_
          num_heads / num_kv_heads <= kMaxGroup;
 }
 
-void run_decode_attention(const AttentionParams& p, cudaStream_t stream) {
+void run_decode_attention(const AttentionParams& p, DecodeKernel kernel, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const dim3 grid(unsigned(p.num_splits), unsigned(p.num_kv_heads), unsigned(p.num_tokens));
   const bool fp8 = p.k_cache8 != nullptr;
-  if (p.head_dim <= 64)
+  if (fp8 && kernel == DecodeKernel::kTensorCores && decode_attention_fp8_supports(p))
+    run_decode_attention_fp8(p, stream);
+  else if (p.head_dim <= 64)
     fp8 ? launch_dim<64, true>(p, grid, stream) : launch_dim<64, false>(p, grid, stream);
   else
     fp8 ? launch_dim<128, true>(p, grid, stream) : launch_dim<128, false>(p, grid, stream);

@@ -269,10 +269,18 @@ bool prefill_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num
 // CTAs run_prefill_attention launches for these shapes.
 int64_t prefill_attention_ctas(const AttentionParams& p);
 // One query token per CTA and kv head (all heads of its group share each K/V read), the keys split into
-// num_splits parts merged by a second kernel (flash decoding). Any number of new tokens per sequence;
-// head_dim % 8 == 0 and head_dim <= 256.
-void run_decode_attention(const AttentionParams& p, cudaStream_t stream);
+// num_splits parts merged in the launch (split counters) or by a second kernel (flash decoding). Any
+// number of new tokens per sequence; head_dim % 8 == 0 and head_dim <= 128. FP8 caches run on tensor cores
+// (ops/decode_attention_fp8.cu) where `kernel` asks for them and decode_attention_fp8_supports(p), else on
+// CUDA cores as bf16 caches do.
+enum class DecodeKernel : uint8_t { kCudaCores, kTensorCores };
+void run_decode_attention(const AttentionParams& p, DecodeKernel kernel, cudaStream_t stream);
 bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+// The FP8 tensor-core kernel: e4m3 caches (k_cache8), head_dim % 16 == 0 and <= 128, up to 8 query heads
+// per kv head, chains, trees and views (not sparse lists).
+bool decode_attention_fp8_supports(const AttentionParams& p);
+void run_decode_attention_fp8(const AttentionParams& p, cudaStream_t stream);
+int decode_attention_fp8_ctas_per_sm(int32_t head_dim);
 // Multi-head latent attention (ops/mla_attention*.cu): v_cache null, one latent row per token (num_kv_heads
 // 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta(kernel)
 // heads, key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge
