@@ -16,14 +16,23 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 // Copies 16 bytes, or writes 16 zero bytes when `valid` is false (src is then not read).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes)
+               : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Copies kBytes (4 or 8) through L1, or writes zeros when `valid` is false (src is then not read).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(smem)), "l"(gmem), "n"(kBytes),
+               "r"(valid ? kBytes : 0)
+               : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Four 8x8 bf16 matrices; lane i gives the row address of matrix i / 8, row i % 8.

@@ -24,6 +24,7 @@
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/decode_splits.cuh"
 #include "backend/cuda/kernels/fp8.cuh"
+#include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
 #include "backend/cuda/runtime/check.h"
@@ -35,26 +36,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 8;
-
-// 16 bytes global -> shared without passing through registers (zeros when !valid).
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
-               "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
-}
-// 4 or 8 bytes global -> shared (FP8 codes, scales), zeros when !valid.
-template <int kBytes>
-__device__ __forceinline__ void cp_async_small(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
-               "l"(gmem), "n"(kBytes), "r"(valid ? kBytes : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most kPending of this thread's committed groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
 
 // out[row, d] from the first `splits` partial results of row (= token * num_heads + head), the sink
 // joining the softmax (the merge kernel's; the decode kernel's own is merge_group). The loops are unrolled
@@ -338,7 +319,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   cp_async_wait<0>();
   __syncthreads();  // the stages become the reduction buffer
   // The epilogue stays in the kernel body: as device functions (the same code) it measured 5-9% slower
-  // at 16-64 sequences on an H100 (bench/RESULTS.md, 2026-11-24).
+  // at 16-64 sequences on an H100 (bench/RESULTS.md, 2026-11-24), and again 6% slower as the
+  // write_split_output / merge_if_last the FP8 tensor-core kernel uses (2026-11-28).
   float(&reduce)[kKeysPerPass][kGroup][kDim] = *reinterpret_cast<float(*)[kKeysPerPass][kGroup][kDim]>(stages);
 
   // Sum the key lanes' partial outputs; then normalise (one split) or write this split's partials.
@@ -361,11 +343,41 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     float o = 0.0f;
 #pragma unroll
     for (int kl = 0; kl < kKeysPerPass; ++kl) o += reduce[kl][g][d];
-    write_split_output(p, token, kv_head * group + g, split, d, o, max_s[g], sum_s[g], alone);
+    const int h = kv_head * group + g;
+    const int64_t row = int64_t(token) * p.num_heads + h;
+    if (alone) {
+      float m = max_s[g], l = sum_s[g];
+      if (p.sinks != nullptr) {
+        const float sink = p.sinks[h] * kDecodeLog2e;
+        const float mx = fmaxf(m, sink);
+        const float scale_old = exp2f(m - mx);
+        o *= scale_old;
+        l = l * scale_old + exp2f(sink - mx);
+      }
+      p.out[row * p.head_dim + d] = __float2bfloat16(l > 0.0f ? o / l : 0.0f);
+    } else {
+      p.partial_out[(row * p.num_splits + split) * p.head_dim + d] = o;
+      if (d == 0) {
+        p.partial_lse[(row * p.num_splits + split) * 2] = max_s[g];
+        p.partial_lse[(row * p.num_splits + split) * 2 + 1] = sum_s[g];
+      }
+    }
   }
   if (alone || p.split_counters == nullptr) return;
+
+  // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
+  // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
+  if (tid == 0) is_last = atomicAdd(counter, 1) == sk.active - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
   static_assert(St::kSmemBytes >= 2 * kGroup * kDecodeMaxSplits * 4, "merge staging fits the stages");
-  merge_if_last<kGroup>(p, token, kv_head, sk.active, reinterpret_cast<float*>(stages));
+  merge_group<kGroup>(p, token, kv_head, sk.active, reinterpret_cast<float*>(stages));
+  if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
 // grid: (num_tokens, num_heads); block: 128 threads over head_dim. Merges the splits' partial outputs

@@ -69,11 +69,6 @@ __device__ __forceinline__ int chunk_offset(int r, int c) {
   return (line * 8 + ((linear % 8) ^ (line % 8))) * 16;
 }
 
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(valid ? 4 : 0)
-               : "memory");
-}
-
 // Four e4m3 codes (bytes 0-3 of w) as two bf16 pairs meaning code * 2^-120: bytes 0 and 2 in `even`,
 // bytes 1 and 3 in `odd` (the lower byte in the lower half). Exponent and mantissa move into the bf16's
 // low exponent bits and top mantissa bits, the sign to the top.
@@ -221,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_fp8_kernel(Attentio
     const int64_t row = valid ? (int64_t(sk.keys.table[key / p.block_size]) * p.block_size + key % p.block_size) *
                                     p.num_kv_heads + kv_head
                               : 0;
-    cp_async4(reinterpret_cast<float*>(st + 2 * T::kCodeBytes) + lane, (lane < kTileKeys ? p.k_scale : p.v_scale) + row,
+    cp_async_small<4>(reinterpret_cast<float*>(st + 2 * T::kCodeBytes) + lane, (lane < kTileKeys ? p.k_scale : p.v_scale) + row,
               valid);
     cp_async_commit();
   };

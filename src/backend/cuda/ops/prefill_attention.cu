@@ -8,10 +8,10 @@
 // launch is capturable (contract 11). Keys before a sequence's new tokens (chunked prefill, prefix hits)
 // come from the cache like any others.
 //
-// An FP8 cache (kFp8) is read with plain 8-byte loads of codes, scaled by their row's scale and stored
-// to the same bf16 tiles (one more rounding, to bf16, than the codes themselves carry); the products do
-// not change. The loads are synchronous, so they do not overlap the previous tile's products as cp.async
-// does for bf16.
+// An FP8 cache (kFp8) is copied as codes and row scales with cp.async into a staging area past the bf16
+// tiles (Fp8Staging), so that the next tile's loads overlap this tile's products as bf16's do; at the top
+// of an iteration the codes are scaled into the same bf16 tiles (one more rounding, to bf16, than the
+// codes themselves carry) and the products do not change.
 #include <climits>
 #include <cmath>
 
@@ -41,6 +41,15 @@ struct PrefillSmem {
   bf16 q[kBlockM][kStride];
   bf16 k[2][kBlockN][kStride];
   bf16 v[2][kBlockN][kStride];
+};
+
+// An FP8 key tile as copied from the cache, before its codes are scaled into a bf16 stage.
+template <int kDim>
+struct Fp8Staging {
+  uint8_t k[kBlockN][kDim];
+  uint8_t v[kBlockN][kDim];
+  float k_scale[kBlockN];
+  float v_scale[kBlockN];
 };
 
 // This CTA's query tile: rows (token, head) of one sequence's new tokens [tok0, tok0 + num_tokens).
@@ -213,6 +222,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
     cp_async16(&sm.q[r][c * 8], p.q + offset, valid);
   }
   // Slots outside the range, in released blocks or (in a view's last block) past the context are zeros.
+  // bf16 rows go straight to a stage; FP8 codes and scales to the staging area (`stage` unused).
+  auto& staging = *reinterpret_cast<Fp8Staging<kDim>*>(smem_raw + sizeof(PrefillSmem<kDim>));
   auto load_kv = [&](int stage, int key0) {
     for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += kThreads) {
       const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
@@ -225,15 +236,26 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
       const int64_t row = valid ? (int64_t(block) * p.block_size + key % p.block_size) * p.num_kv_heads + kv_head : 0;
       const int64_t offset = valid ? row * p.head_dim + c * 8 : 0;
       if constexpr (kFp8) {
-        const uint4 zero = make_uint4(0, 0, 0, 0);
-        store16(&sm.k[stage][r][c * 8], valid ? dequantize_fp8x8(p.k_cache8 + offset, p.k_scale[row]) : zero);
-        store16(&sm.v[stage][r][c * 8], valid ? dequantize_fp8x8(p.v_cache8 + offset, p.v_scale[row]) : zero);
+        cp_async_small<8>(&staging.k[r][c * 8], p.k_cache8 + offset, valid);
+        cp_async_small<8>(&staging.v[r][c * 8], p.v_cache8 + offset, valid);
+        if (c == 0) {
+          cp_async_small<4>(&staging.k_scale[r], p.k_scale + row, valid);
+          cp_async_small<4>(&staging.v_scale[r], p.v_scale + row, valid);
+        }
       } else {
         cp_async16(&sm.k[stage][r][c * 8], p.k_cache + offset, valid);
         cp_async16(&sm.v[stage][r][c * 8], p.v_cache + offset, valid);
       }
     }
     cp_async_commit();
+  };
+  // FP8: the staged codes times their row's scale into a bf16 stage (zero-filled codes and scales give 0).
+  auto scale_codes = [&](int stage) {
+    for (int idx = tid; idx < kBlockN * kChunksPerRow; idx += kThreads) {
+      const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+      store16(&sm.k[stage][r][c * 8], dequantize_fp8x8(&staging.k[r][c * 8], staging.k_scale[r]));
+      store16(&sm.v[stage][r][c * 8], dequantize_fp8x8(&staging.v[r][c * 8], staging.v_scale[r]));
+    }
   };
   if (num_kv_tiles > 0) load_kv(0, key_begin);
   cp_async_commit();
@@ -266,6 +288,10 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   for (int it = 0; it < num_kv_tiles; ++it) {
     cp_async_wait<0>();
     __syncthreads();
+    if constexpr (kFp8) {
+      scale_codes(it & 1);
+      __syncthreads();  // the stage is written and the staging area free for the next tile's codes
+    }
     if (it == 0) {
 #pragma unroll
       for (int ks = 0; ks < kDim / 16; ++ks) ldmatrix_x4(qa[ks], &sm.q[warp * 16 + lane % 16][ks * 16 + (lane / 16) * 8]);
@@ -306,7 +332,7 @@ dim3 prefill_grid(const AttentionParams& p) {
 
 template <int kDim, bool kGeneral, bool kFp8>
 void launch_kernel(const AttentionParams& p, cudaStream_t stream) {
-  constexpr int kSmem = int(sizeof(PrefillSmem<kDim>));
+  constexpr int kSmem = int(sizeof(PrefillSmem<kDim>) + (kFp8 ? sizeof(Fp8Staging<kDim>) : 0));
   allow_dynamic_smem<prefill_attention_kernel<kDim, kGeneral, kFp8>>(kSmem);
   launch(prefill_attention_kernel<kDim, kGeneral, kFp8>, prefill_grid(p), kThreads, kSmem, stream, p);
 }
