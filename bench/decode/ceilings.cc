@@ -74,6 +74,19 @@ Ceilings measure_ceilings(backend::CudaOps& ops) {
   return c;
 }
 
+void fill_random_e4m3(const Tensor& t, uint32_t seed) {
+  const size_t bytes = t.nbytes(), pattern = std::min<size_t>(bytes, size_t(64) << 20);
+  std::vector<uint8_t> host(pattern);
+  uint32_t x = seed * 2654435761u + 1;
+  for (uint8_t& c : host) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    c = uint8_t((x & 0x80u) | ((x >> 8) % 0x78u));
+  }
+  for (size_t at = 0; at < bytes; at += pattern)
+    DRIFT_CUDA_CHECK(cudaMemcpy(static_cast<char*>(t.data) + at, host.data(), std::min(pattern, bytes - at),
+                                cudaMemcpyHostToDevice));
+}
+
 backend::Buffer upload_i32(backend::CudaOps& ops, const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
   backend::Buffer b = ops.alloc(DType::kI32, shape);
   ops.copy_from_host(b.view, v.data());

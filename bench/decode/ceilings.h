@@ -32,6 +32,10 @@ void print_table(const std::string& table, const std::string& markdown);
 // Fills a bf16 tensor on the GPU with random_bf16 values: a pattern of up to 64 MiB tiled over it.
 void fill_random_bf16(backend::CudaOps& ops, const Tensor& t, uint64_t seed);
 
+// Fills an FP8 (e4m3) tensor on the GPU with random codes of magnitude up to 2^7 (no NaN): a pattern of up to
+// 64 MiB tiled over it.
+void fill_random_e4m3(const Tensor& t, uint32_t seed);
+
 // A bf16 tensor on the GPU, read back as floats.
 std::vector<float> read_bf16(backend::CudaOps& ops, const Tensor& t);
 

@@ -34,20 +34,6 @@ struct Step {
   backend::Buffer k16, v16, k8, v8, k_scale, v_scale, q, out, tables, starts, lens;
 };
 
-// Random e4m3 codes of magnitude up to 2^7 (no NaN), a pattern of up to 64 MiB tiled over the tensor.
-void fill_random_codes(const Tensor& t, uint32_t seed) {
-  const size_t bytes = t.nbytes(), pattern = std::min<size_t>(bytes, size_t(64) << 20);
-  std::vector<uint8_t> host(pattern);
-  uint32_t x = seed * 2654435761u + 1;
-  for (uint8_t& c : host) {
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    c = uint8_t((x & 0x80u) | ((x >> 8) % 0x78u));
-  }
-  for (size_t at = 0; at < bytes; at += pattern)
-    DRIFT_CUDA_CHECK(cudaMemcpy(static_cast<char*>(t.data) + at, host.data(), std::min(pattern, bytes - at),
-                                cudaMemcpyHostToDevice));
-}
-
 Step make_step(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t context, std::mt19937& rng) {
   const int64_t per_seq = (context + s.block_size - 1) / s.block_size, blocks = batch * per_seq;
   Step st;
@@ -57,8 +43,8 @@ Step make_step(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t con
   fill_random_bf16(ops, st.v16.view, 2);
   st.k8 = ops.alloc(DType::kF8E4M3, {blocks, s.block_size, s.kv_heads, s.head_dim});
   st.v8 = ops.alloc(DType::kF8E4M3, {blocks, s.block_size, s.kv_heads, s.head_dim});
-  fill_random_codes(st.k8.view, 3);
-  fill_random_codes(st.v8.view, 4);
+  fill_random_e4m3(st.k8.view, 3);
+  fill_random_e4m3(st.v8.view, 4);
   const std::vector<float> scales(size_t(blocks * s.block_size * s.kv_heads), 1.0f / 448.0f);
   st.k_scale = ops.alloc(DType::kF32, {blocks, s.block_size, s.kv_heads});
   st.v_scale = ops.alloc(DType::kF32, {blocks, s.block_size, s.kv_heads});

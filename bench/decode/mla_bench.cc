@@ -8,8 +8,9 @@
 // beside the CUDA-core one with the relative difference of their outputs (a check that both computed the
 // same thing on these inputs; the op tests hold them to the CPU oracle).
 //
-// The cache is random bf16 (a 64 MiB random pattern tiled over it), the block tables a random permutation
-// of the pool's blocks, as a long-running server's would be.
+// The cache is random bf16 (a 64 MiB random pattern tiled over it), or with --fp8 random e4m3 codes with a
+// scale per row (--kv-cache-dtype fp8: half the bytes a row), the block tables a random permutation of the
+// pool's blocks, as a long-running server's would be.
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -33,6 +34,7 @@ namespace {
 // What one cache row holds: `width` bf16 values, the first `dv` of them the values.
 struct Geometry {
   int64_t width = 576, dv = 512;
+  bool fp8 = false;  // e4m3 codes and a fp32 scale per row
   float scale = 1.0f / std::sqrt(192.0f);  // DeepSeek's 1 / sqrt(qk_nope + qk_rope)
 };
 
@@ -43,16 +45,27 @@ struct MlaRow {
   double difference;  // relative L2 between the two kernels' outputs
 };
 
-// A latent cache of `blocks` blocks, random bf16 everywhere.
-backend::Buffer random_cache(backend::CudaOps& ops, const Geometry& g, int64_t blocks, int64_t block_size) {
-  backend::Buffer cache = ops.alloc(DType::kBF16, {blocks, block_size, 1, g.width});
-  fill_random_bf16(ops, cache.view, 5);
-  return cache;
+// A latent cache of `blocks` blocks, random bf16 everywhere, or random FP8 codes with their row scales.
+struct LatentCache {
+  backend::Buffer rows, scales;
+};
+LatentCache random_cache(backend::CudaOps& ops, const Geometry& g, int64_t blocks, int64_t block_size) {
+  LatentCache c;
+  c.rows = ops.alloc(g.fp8 ? DType::kF8E4M3 : DType::kBF16, {blocks, block_size, 1, g.width});
+  if (!g.fp8) {
+    fill_random_bf16(ops, c.rows.view, 5);
+    return c;
+  }
+  fill_random_e4m3(c.rows.view, 5);
+  c.scales = ops.alloc(DType::kF32, {blocks, block_size, 1});
+  const std::vector<float> scales(size_t(blocks * block_size), 1.0f / 448.0f);
+  ops.copy_from_host(c.scales.view, scales.data());
+  return c;
 }
 
-MlaRow measure(backend::CudaOps& ops, const Geometry& g, const backend::Buffer& cache, int64_t block_size, int64_t heads,
+MlaRow measure(backend::CudaOps& ops, const Geometry& g, const LatentCache& cache, int64_t block_size, int64_t heads,
                int64_t batch, int64_t context, std::mt19937& rng) {
-  const int64_t pool = cache.view.size(0), per_seq = (context + block_size - 1) / block_size;
+  const int64_t pool = cache.rows.view.size(0), per_seq = (context + block_size - 1) / block_size;
   std::vector<int32_t> blocks(static_cast<size_t>(pool));
   std::iota(blocks.begin(), blocks.end(), 0);
   std::shuffle(blocks.begin(), blocks.end(), rng);
@@ -60,19 +73,14 @@ MlaRow measure(backend::CudaOps& ops, const Geometry& g, const backend::Buffer& 
   std::vector<int32_t> lens(static_cast<size_t>(batch), static_cast<int32_t>(context));
   std::copy_n(blocks.begin(), table.size(), table.begin());
   std::iota(starts.begin(), starts.end(), 0);
-  auto upload_i32 = [&](const std::vector<int32_t>& v, std::initializer_list<int64_t> shape) {
-    backend::Buffer b = ops.alloc(DType::kI32, shape);
-    ops.copy_from_host(b.view, v.data());
-    return b;
-  };
-  backend::Buffer tables = upload_i32(table, {batch, per_seq}), query_start = upload_i32(starts, {batch + 1});
-  backend::Buffer context_lens = upload_i32(lens, {batch});
+  backend::Buffer tables = upload_i32(ops, table, {batch, per_seq}), query_start = upload_i32(ops, starts, {batch + 1});
+  backend::Buffer context_lens = upload_i32(ops, lens, {batch});
   backend::Buffer q = ops.alloc(DType::kBF16, {batch, heads, g.width}), out = ops.alloc(DType::kBF16, {batch, heads, g.dv});
   ops.copy_from_host(q.view, random_bf16(size_t(q.view.numel()), 9).data());
 
-  backend::PagedAttentionParams p{.q = q.view, .k_cache = cache.view, .out = out.view, .block_tables = tables.view,
-                                  .query_start = query_start.view, .context_lens = context_lens.view,
-                                  .scale = g.scale};
+  backend::PagedAttentionParams p{.q = q.view, .k_cache = cache.rows.view, .k_scale = cache.scales.view,
+                                  .out = out.view, .block_tables = tables.view, .query_start = query_start.view,
+                                  .context_lens = context_lens.view, .scale = g.scale};
   const int calls = context * batch >= 1 << 20 ? 5 : 20;
   auto time_kernel = [&](bool tensor_cores, std::vector<float>& result) {
     ops.set_mla_tensor_cores(tensor_cores);
@@ -87,7 +95,8 @@ MlaRow measure(backend::CudaOps& ops, const Geometry& g, const backend::Buffer& 
   r.us_tensor_cores = time_kernel(true, tensor_out) * 1e6;
   r.us_cuda_cores = time_kernel(false, cuda_out) * 1e6;
   ops.set_mla_tensor_cores(true);
-  r.bytes = double(batch) * double(context) * g.width * 2 + double(batch * heads) * (g.width + g.dv) * 2;
+  const double row_bytes = g.fp8 ? double(g.width + 4) : double(g.width * 2);
+  r.bytes = double(batch) * double(context) * row_bytes + double(batch * heads) * (g.width + g.dv) * 2;
   r.difference = relative_l2(tensor_out, cuda_out);
   return r;
 }
@@ -104,6 +113,7 @@ int run(int argc, char** argv) {
   app.add_option("--block-size", block_size, "tokens per KV block");
   app.add_option("--width", geometry.width, "values per latent row (DeepSeek: 512 + 64 rope)");
   app.add_option("--dv", geometry.dv, "the first values of a row that are V");
+  app.add_option("--fp8", geometry.fp8, "an FP8 (e4m3) latent cache with a scale per row");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
@@ -117,13 +127,14 @@ int run(int argc, char** argv) {
   const Ceilings ceil = measure_ceilings(ops);
   const int64_t max_rows = *std::max_element(batches.begin(), batches.end()) * *std::max_element(contexts.begin(), contexts.end());
   if (geometry.width != 576) geometry.scale = 1.0f / std::sqrt(128.0f);  // MLA-lite keeps the model's head_dim 128
-  const backend::Buffer cache = random_cache(ops, geometry, (max_rows + block_size - 1) / block_size, block_size);
+  const LatentCache cache = random_cache(ops, geometry, (max_rows + block_size - 1) / block_size, block_size);
   std::mt19937 rng(3);
   std::string table = fmt::format(
-      "GPU: {} | copy {:.2f} TB/s | latent rows of {} (bf16), values the first {}, block size {}\n\n"
+      "GPU: {} | copy {:.2f} TB/s | latent rows of {} ({}), values the first {}, block size {}\n\n"
       "| heads | batch | context | tensor cores us | GB/s | of copy bandwidth | CUDA cores us | speedup | kernels differ by |\n"
       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-      prop.name, ceil.bandwidth * 1e-12, geometry.width, geometry.dv, block_size);
+      prop.name, ceil.bandwidth * 1e-12, geometry.width, geometry.fp8 ? "fp8 + a scale per row" : "bf16", geometry.dv,
+      block_size);
   for (int64_t h : heads)
     for (int64_t b : batches)
       for (int64_t c : contexts) {

@@ -144,26 +144,30 @@ void expect_greedy_agrees(const Generated& cpu, const Generated& cuda, size_t pr
 // tokens, and the CUDA continuation leaves the CPU's FP8 run only where the CPU's top-2 margin is small.
 // Both round K and V to e4m3 with a scale per row, but bf16 activations move some values across a
 // rounding boundary, so the margin allowed is twice bf16's (a first estimate; the parting margins print).
+// FP8 KV for GQA (llama) and for MLA's shared latent (deepseek_v2).
 TEST(CudaEngine, Fp8KvGreedyMatchesCpuAndGraphsMatchEager) {
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  auto config = [](const std::string& device, bool eager) {
-    EngineConfig c;
-    c.model_dir = std::string(DRIFT_FIXTURES_DIR) + "/models/llama";
-    c.device = device;
-    c.enforce_eager = eager;
-    c.max_num_seqs = 8;
-    c.kv_cache_dtype = "fp8";
-    return c;
-  };
-  const auto cpu = generate(config("cpu", true), kPrompts, true);
-  const auto graphs = generate(config("cuda", false), kPrompts, false);
-  const auto eager = generate(config("cuda", true), kPrompts, false);
-  ASSERT_EQ(cpu.size(), kPrompts.size());
-  ASSERT_EQ(graphs.size(), kPrompts.size());
-  ASSERT_EQ(eager.size(), kPrompts.size());
-  for (size_t i = 0; i < kPrompts.size(); ++i) {
-    EXPECT_EQ(graphs[i].tokens, eager[i].tokens) << "prompt " << i << ": " << graphs[i].error;
-    expect_greedy_agrees(cpu[i], graphs[i], i, 2.0f * kAllowedMargin);
+  for (const std::string model : {"llama", "deepseek_v2"}) {
+    SCOPED_TRACE(model);
+    auto config = [&](const std::string& device, bool eager) {
+      EngineConfig c;
+      c.model_dir = std::string(DRIFT_FIXTURES_DIR) + "/models/" + model;
+      c.device = device;
+      c.enforce_eager = eager;
+      c.max_num_seqs = 8;
+      c.kv_cache_dtype = "fp8";
+      return c;
+    };
+    const auto cpu = generate(config("cpu", true), kPrompts, true);
+    const auto graphs = generate(config("cuda", false), kPrompts, false);
+    const auto eager = generate(config("cuda", true), kPrompts, false);
+    ASSERT_EQ(cpu.size(), kPrompts.size());
+    ASSERT_EQ(graphs.size(), kPrompts.size());
+    ASSERT_EQ(eager.size(), kPrompts.size());
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+      EXPECT_EQ(graphs[i].tokens, eager[i].tokens) << "prompt " << i << ": " << graphs[i].error;
+      expect_greedy_agrees(cpu[i], graphs[i], i, 2.0f * kAllowedMargin);
+    }
   }
 }
 

@@ -4,8 +4,9 @@
 // tests/support/attention_case.h (run with V = the K rows, then cut to dv). DeepSeek's real shape (D 576,
 // dv 512, 16 and 128 heads) and the fixtures' small ones; decode (split-KV and its merge), several
 // sequences of odd lengths, contexts crossing blocks, chunked prefill, a draft tree beside a chain, and a
-// block-table view. Slots no query may read hold NaN and the output starts as NaN, so a wrong slot or an
-// unwritten row fails. Tolerance 1e-2 relative L2 (bf16 inputs and output, fp32 softmax).
+// block-table view; and each case over an FP8 latent (codes and a scale per row) against the CPU's FP8
+// run. Slots no query may read hold NaN and the output starts as NaN, so a wrong slot or an unwritten row
+// fails. Tolerance 1e-2 relative L2 (bf16 inputs and output, fp32 softmax).
 #include <algorithm>
 #include <cmath>
 #include <ostream>
@@ -35,8 +36,10 @@ KeyCase key_case(const MlaCase& c) {
 
 class MlaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterface<MlaCase> {
  protected:
-  // out [T, H, dv] of the op on `ops` (bf16 on the GPU, fp32 on the CPU).
-  std::vector<float> run(backend::Ops& ops, bool gpu, const MlaCase& c, const KeyInputs& in) {
+  // out [T, H, dv] of the op on `ops` (bf16 on the GPU, fp32 on the CPU), over `fp8`'s codes and scales
+  // instead of the bf16 / fp32 latent where given.
+  std::vector<float> run(backend::Ops& ops, bool gpu, const MlaCase& c, const KeyInputs& in,
+                         const Fp8Cache* fp8 = nullptr) {
     const KeyCase kc = key_case(c);
     const int64_t t = in.num_tokens, h = c.num_heads;
     auto floats = [&](const std::vector<float>& v, std::initializer_list<int64_t> shape) {
@@ -49,6 +52,15 @@ class MlaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterfac
     b.out = gpu ? gpu_poisoned(DType::kBF16, {t, h, c.dv}) : ops.alloc(DType::kF32, {t, h, c.dv});
     backend::PagedAttentionParams p = b.params(kc, in);
     p.v_cache = Tensor();  // the shared latent: V is the first dv features of each k_cache row
+    backend::Buffer codes, scales;
+    if (fp8 != nullptr) {
+      codes = ops.alloc(DType::kF8E4M3, {in.num_blocks, c.block_size, 1, c.width});
+      ops.copy_from_host(codes.view, fp8->codes.data());
+      scales = gpu ? gpu_f32(fp8->scales, {in.num_blocks, c.block_size, 1})
+                   : cpu_f32(fp8->scales, {in.num_blocks, c.block_size, 1});
+      p.k_cache = codes.view;
+      p.k_scale = scales.view;
+    }
     ops.paged_attention(p);
     return gpu ? read_gpu(b.out.view) : read_cpu(b.out.view);
   }
@@ -74,6 +86,24 @@ TEST_P(MlaAttentionTest, MatchesCpuAndTheDefinition) {
   EXPECT_CLOSE(got, want, kAttention) << c.name;
   EXPECT_CLOSE(want, reference_mla(c, in), 1e-5) << c.name << ": the CPU oracle itself";
   EXPECT_EQ(run(*gpu_, true, c, in), got) << c.name << ": the same launch twice gives other bits";
+}
+
+// An FP8 latent (e4m3 codes, a scale per row: --kv-cache-dtype fp8 on an MLA model): both CUDA kernels
+// against the CPU over the same codes.
+TEST_P(MlaAttentionTest, Fp8LatentMatchesCpuOnBothKernels) {
+  const MlaCase& c = GetParam();
+  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  KeyInputs in = build_inputs(key_case(c), rng_);
+  if (c.scale > 0.0f) in.scale = c.scale;
+  const Fp8Cache fp8 = quantize_fp8_cache(in.k_cache, c.width);
+  const auto want = run(*cpu_, false, c, in, &fp8);
+  const auto tensor_cores = run(*gpu_, true, c, in, &fp8);
+  cuda->set_mla_tensor_cores(false);
+  const auto cuda_cores = run(*gpu_, true, c, in, &fp8);
+  cuda->set_mla_tensor_cores(true);
+  EXPECT_CLOSE(tensor_cores, want, kAttention) << c.name << ": tensor cores";
+  EXPECT_CLOSE(cuda_cores, want, kAttention) << c.name << ": CUDA cores";
 }
 
 // The same cases on the CUDA-core kernel (the tensor-core one takes DeepSeek's and drift-mla-14m's shapes

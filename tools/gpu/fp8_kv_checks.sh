@@ -4,7 +4,8 @@
 # the CPU, the FP8 decode kernel on tensor cores and on CUDA cores) with the bf16 attention and rope/write
 # tests beside them, the CUDA goldens (CudaFp8GoldenTest included), the FP8 engine test (graphs = eager,
 # greedy against the CPU's FP8 run), `drift perplexity` of models/default on CUDA with bf16 and fp8 KV;
-# then decode attention alone over bf16 and FP8 caches (drift_bench_kv_attention, 8B shape); then the 8B
+# then decode attention alone over bf16 and FP8 caches (drift_bench_kv_attention, 8B shape; drift_bench_mla,
+# DeepSeek's 576-wide latent with 16 heads, bf16 and FP8); then the 8B
 # decode table at a 4k prompt with bf16 and with fp8 KV (64 sequences; each run prints how many 4k
 # sequences fit the pool).
 #
@@ -22,7 +23,7 @@ t_start=$SECONDS
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/build.log" 2>&1
 configure_build . "$BUILD" -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON || exit 1
 ninja -C "$BUILD" -j16 -k 0 cuda_ops_test cuda_models_test cuda_engine_test drift drift_bench_decode \
-  drift_bench_kv_attention >>"$OUT/build.log" 2>&1
+  drift_bench_kv_attention drift_bench_mla >>"$OUT/build.log" 2>&1
 build_rc=$?
 echo "build rc=$build_rc after $((SECONDS - t_start)) s"
 [ $build_rc -ne 0 ] && grep -E "error|FAILED" "$OUT/build.log" | head -30
@@ -32,7 +33,7 @@ wants() { [ "$MODE" = all ] || [[ ",$MODE," == *",$1,"* ]]; }
 ops_rc=skip models_rc=skip engine_rc=skip
 if wants test; then
   timeout 150 "$BUILD/tests/ops/cuda_ops_test" \
-    --gtest_filter='*Fp8*:*Attention*:*WriteKv*:*RopeAndWriteKv*' >"$OUT/cuda_ops_test.log" 2>&1
+    --gtest_filter='*Fp8*:*Attention*:*WriteKv*:*RopeAndWriteKv*:*Mla*' >"$OUT/cuda_ops_test.log" 2>&1
   ops_rc=$?
   timeout 150 "$BUILD/tests/models/cuda_models_test" >"$OUT/cuda_models_test.log" 2>&1
   models_rc=$?
@@ -50,6 +51,10 @@ kernel_rc=skip
 if wants kernel; then
   timeout 120 "$BUILD/bench/decode/drift_bench_kv_attention" --markdown "$OUT/kv_attention.md" >"$OUT/kv_attention.log" 2>&1
   kernel_rc=$?
+  for latent in false true; do
+    timeout 120 "$BUILD/bench/decode/drift_bench_mla" --heads 16 --batch 1 64 --context 4096 32768 --fp8 "$latent" \
+      --markdown "$OUT/mla_fp8_$latent.md" >"$OUT/mla_fp8_$latent.log" 2>&1 || kernel_rc=$?
+  done
 fi
 
 bf16_rc=skip fp8_rc=skip
@@ -72,6 +77,8 @@ echo "== perplexity (models/default, CUDA) =="
 for kv in bf16 fp8; do echo "$kv: $(tail -3 "$OUT/perplexity_$kv.txt" 2>/dev/null | tr '\n' ' ')"; done
 echo "== decode attention alone (8B shape) =="
 grep -hE "^\||relative L2" "$OUT/kv_attention.md" 2>/dev/null || tail -5 "$OUT/kv_attention.log" 2>/dev/null
+echo "== MLA decode attention alone (16 heads, 576-wide latent): bf16, then fp8 =="
+for latent in false true; do grep -hE "^\|" "$OUT/mla_fp8_$latent.md" 2>/dev/null || tail -3 "$OUT/mla_fp8_$latent.log" 2>/dev/null; done
 echo "== decode, llama-3.1-8b, 64 sequences, 4k prompt =="
 for kv in bf16 fp8; do
   grep -h "KV cache" "$OUT/decode_$kv.log" 2>/dev/null

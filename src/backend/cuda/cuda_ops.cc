@@ -390,17 +390,17 @@ cuda::AttentionParams cuda::cache_attention_params(const CacheAttention& c, cons
   check_dtype(c.q, DType::kBF16, name("q").c_str());
   const bool latent = !c.v_cache.defined();  // MLA: V is the first out.size(2) features of each k_cache row
   const bool fp8 = c.k_cache.dtype == DType::kF8E4M3;
-  DRIFT_CHECK(!(fp8 && latent), "cuda {}: no kernel reads an FP8 latent (MLA) cache yet", op);
   const DType cache_dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
   check_dtype(c.k_cache, cache_dtype, name("k_cache").c_str());
   if (!latent) check_dtype(c.v_cache, cache_dtype, name("v_cache").c_str());
   if (fp8) {
+    // A latent cache (MLA) has one scale per row, for K and V alike.
     check_dtype(c.k_scale, DType::kF32, name("k_scale").c_str());
-    check_dtype(c.v_scale, DType::kF32, name("v_scale").c_str());
+    if (!latent) check_dtype(c.v_scale, DType::kF32, name("v_scale").c_str());
     const int64_t rows = c.k_cache.numel() / c.k_cache.size(3);
-    DRIFT_CHECK(c.k_scale.numel() == rows && c.v_scale.numel() == rows,
+    DRIFT_CHECK(c.k_scale.numel() == rows && (latent || c.v_scale.numel() == rows),
                 "cuda {}: FP8 cache {} needs a scale per row, got {} and {}", op, c.k_cache.describe(),
-                c.k_scale.describe(), c.v_scale.describe());
+                c.k_scale.describe(), latent ? "none for V" : c.v_scale.describe());
   }
   check_dtype(c.out, DType::kBF16, name("out").c_str());
   check_dtype(c.block_tables, DType::kI32, name("block_tables").c_str());
@@ -620,10 +620,7 @@ void CudaOps::copy(const Tensor& src, const Tensor& dst) {
 Status CudaOps::check_attention(const AttentionShape& s) {
   if (s.kv_dtype != DType::kBF16 && s.kv_dtype != DType::kF8E4M3)
     return unsupported(fmt::format("the cuda backend keeps the KV cache in BF16 or F8_E4M3, not {}", dtype_name(s.kv_dtype)));
-  if (s.kv_dtype == DType::kF8E4M3 && s.shared_kv)
-    return unsupported("the cuda latent attention kernels (MLA, MLA-lite: ops/mla_attention*.cu) read no F8_E4M3 KV "
-                       "cache yet; use --kv-cache-dtype bf16");
-  if (s.kv_dtype == DType::kF8E4M3 &&
+  if (s.kv_dtype == DType::kF8E4M3 && !s.shared_kv &&
       !cuda::decode_attention_supports(int32_t(s.head_dim), int32_t(s.num_heads), int32_t(s.num_kv_heads)))
     return unsupported(fmt::format("an F8_E4M3 KV cache on cuda needs head_dim a multiple of 8 up to 128 and at most "
                                    "8 query heads per kv head; this layer has head_dim {}, {} heads over {} kv heads",

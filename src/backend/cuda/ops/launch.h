@@ -295,7 +295,7 @@ bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv
 MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores);
 int32_t mla_attention_heads_per_cta(MlaKernel kernel);
 int32_t mla_attention_ctas_per_sm(MlaKernel kernel);
-bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks);
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8);
 int32_t mla_attention_mma_heads_per_cta();
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).

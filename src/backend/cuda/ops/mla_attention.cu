@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/mla_work.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/ops/launch.h"
@@ -79,7 +80,7 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
 }
 
 // The latent rows of slots [chunk, chunk + kChunk) into shared memory; rows the query does not see are
-// zeros and marked invisible.
+// zeros and marked invisible. An FP8 latent's codes are scaled by their row's scale into bf16 on the way.
 template <KeyRule kRule>
 __device__ void stage_keys(const AttentionParams& p, const MlaWork& w, int chunk, const MlaSmem& s) {
   if (threadIdx.x < kChunk) s.visible[threadIdx.x] = mla_slot_visible<kRule>(p, w, chunk + int(threadIdx.x));
@@ -88,7 +89,11 @@ __device__ void stage_keys(const AttentionParams& p, const MlaWork& w, int chunk
   for (int i = threadIdx.x; i < kChunk * units; i += kThreads) {
     const int r = i / units, c = i % units, slot = chunk + r;
     uint4 v = make_uint4(0, 0, 0, 0);
-    if (s.visible[r]) v = load16(p.k_cache + mla_slot_row<kRule>(p, w, slot) * p.head_dim + c * 8);
+    if (s.visible[r]) {
+      const int64_t row = mla_slot_row<kRule>(p, w, slot);
+      v = p.k_cache8 != nullptr ? dequantize_fp8x8(p.k_cache8 + row * p.head_dim + c * 8, p.k_scale[row])
+                                : load16(p.k_cache + row * p.head_dim + c * 8);
+    }
     store16(s.keys + r * p.head_dim + c * 8, v);
   }
 }
@@ -252,7 +257,8 @@ bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv
 }
 
 MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores) {
-  const bool fits = mla_attention_mma_supports(p.head_dim, p.head_dim_v, p.sinks != nullptr) && p.q_row_stride % 8 == 0;
+  const bool fits = mla_attention_mma_supports(p.head_dim, p.head_dim_v, p.sinks != nullptr, p.k_cache8 != nullptr) &&
+                    p.q_row_stride % 8 == 0;
   return allow_tensor_cores && fits ? MlaKernel::kTensorCores : MlaKernel::kCudaCores;
 }
 

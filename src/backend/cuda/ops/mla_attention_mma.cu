@@ -11,6 +11,11 @@
 // where V is the first dv features of the same rows (FlashMLA's shared K=V latent). Split results go to the
 // workspace in the CUDA-core kernel's format and merge with its merge kernel.
 //
+// An FP8 latent (kFp8: e4m3 codes with a scale per row) is copied as codes by cp.async into two staging
+// areas, two chunks ahead (as many bytes in flight as bf16's one chunk ahead); at the top of an iteration
+// the chunk's codes are scaled into the one bf16 stage FP8 needs (rounded to bf16 once, as the prefill
+// kernel's FP8 tiles), and the products do not change.
+//
 // Not done (FlashMLA's further steps): wgmma with Q in registers and 64 heads per CTA (V3's 128 heads read
 // each row twice here, 8 CTAs of 16), a TMA producer warp group, and several query tokens of one sequence
 // packed into M for speculative verification.
@@ -18,6 +23,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/mla_work.cuh"
 #include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
@@ -49,23 +55,32 @@ struct MmaSmem {
   float* sum;        // [kRows] running sum of weights
   float* alpha;      // [kRows] this chunk's rescale of the accumulators
   int32_t* visible;  // [2, kKeys] whether a staged row is a key the query sees
-  int ld;            // head_dim + kPad
+  // FP8 only (one bf16 stage then): two chunks' codes as copied, their rows' scales and visibility.
+  uint8_t* codes;        // [2, kKeys, head_dim]
+  float* code_scale;     // [2, kKeys]
+  int32_t* code_visible; // [2, kKeys]
+  int ld;                // head_dim + kPad
 
-  static size_t bytes(int head_dim) {
-    return size_t(kRows + 2 * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
-           size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4;
+  static size_t bytes(int head_dim, bool fp8) {
+    const size_t key_stages = fp8 ? 1 : 2;
+    return size_t(kRows + key_stages * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
+           size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4 +
+           (fp8 ? 2 * (size_t(kKeys) * size_t(head_dim) + 2 * kKeys * 4) : 0);
   }
-  __device__ static MmaSmem carve(uint8_t* base, int head_dim) {
+  __device__ static MmaSmem carve(uint8_t* base, int head_dim, bool fp8) {
     MmaSmem s;
     s.ld = head_dim + kPad;
     s.q = reinterpret_cast<bf16*>(base);
     s.keys = s.q + kRows * s.ld;
-    s.probs = s.keys + 2 * kKeys * s.ld;
+    s.probs = s.keys + (fp8 ? 1 : 2) * kKeys * s.ld;
     s.scores = reinterpret_cast<float*>(s.probs + kRows * kProbLd);
     s.max = s.scores + kRows * kScoreLd;
     s.sum = s.max + kRows;
     s.alpha = s.sum + kRows;
     s.visible = reinterpret_cast<int32_t*>(s.alpha + kRows);
+    s.code_scale = reinterpret_cast<float*>(s.visible + 2 * kKeys);
+    s.code_visible = reinterpret_cast<int32_t*>(s.code_scale + 2 * kKeys);
+    s.codes = reinterpret_cast<uint8_t*>(s.code_visible + 2 * kKeys);
     return s;
   }
   __device__ bf16* stage_keys(int stage) const { return keys + stage * kKeys * ld; }
@@ -98,6 +113,35 @@ __device__ void stage_chunk(const AttentionParams& p, const MlaWork& w, int chun
   if (part == 0) visible[r] = seen;
   const bf16* row = seen ? p.k_cache + mla_slot_row<kRule>(p, w, slot) * p.head_dim : p.k_cache;
   for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, seen ? row + c * 8 : row, seen);
+}
+
+// FP8: the codes and scales of slots [chunk, chunk + kKeys) into staging area `area`, four threads a row
+// (8 bytes a copy); rows the query does not see become zero codes with a zero scale, and are marked.
+template <KeyRule kRule>
+__device__ void stage_codes(const AttentionParams& p, const MlaWork& w, int chunk, const MmaSmem& s, int area) {
+  constexpr int kPerRow = kThreads / kKeys;
+  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow, slot = chunk + r;
+  const bool seen = mla_slot_visible<kRule>(p, w, slot);
+  const int64_t row = seen ? mla_slot_row<kRule>(p, w, slot) : 0;
+  if (part == 0) {
+    s.code_visible[area * kKeys + r] = seen;
+    cp_async_small<4>(s.code_scale + area * kKeys + r, p.k_scale + row, seen);
+  }
+  const uint8_t* src = p.k_cache8 + row * p.head_dim;
+  uint8_t* dst = s.codes + (int64_t(area) * kKeys + r) * p.head_dim;
+  for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async_small<8>(dst + c * 8, src + c * 8, seen);
+}
+
+// FP8: staging area `area`'s codes times their row's scale into the bf16 stage, its marks beside them.
+__device__ void scale_codes(const AttentionParams& p, const MmaSmem& s, int area) {
+  const int units = p.head_dim / 8;
+  const uint8_t* codes = s.codes + int64_t(area) * kKeys * p.head_dim;
+  const float* scales = s.code_scale + area * kKeys;
+  for (int i = threadIdx.x; i < kKeys * units; i += kThreads) {
+    const int r = i / units, c = i % units;
+    store16(s.keys + r * s.ld + c * 8, dequantize_fp8x8(codes + r * p.head_dim + c * 8, scales[r]));
+  }
+  if (threadIdx.x < kKeys) s.visible[threadIdx.x] = s.code_visible[area * kKeys + threadIdx.x];
 }
 
 // scores = Q K^T * scale (log2 units), -inf for keys not seen. Warp w computes the keys 8w .. 8w + 7.
@@ -214,30 +258,48 @@ __device__ void write_result(const AttentionParams& p, const MlaWork& w, const M
 
 // grid: (num_tokens * head groups, num_splits), head groups fastest so the CTAs that read the same latent
 // rows run side by side; block: kThreads; dynamic shared memory: MmaSmem::bytes(head_dim).
-template <KeyRule kRule, int kTiles>
+template <KeyRule kRule, int kTiles, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
   pdl_wait();
-  const MmaSmem s = MmaSmem::carve(smem, p.head_dim);
+  const MmaSmem s = MmaSmem::carve(smem, p.head_dim, kFp8);
   const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
   const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
+  // A chunk's rows into stage (bf16) or staging area (FP8 codes, scaled into the one stage later) `into`.
+  auto stage_rows = [&](int chunk, int into) {
+    if constexpr (kFp8) stage_codes<kRule>(p, w, chunk, s, into);
+    else stage_chunk<kRule>(p, w, chunk, s.stage_keys(into), s.stage_visible(into), s.ld);
+  };
   load_queries(p, w, s);
-  if (w.begin < w.end) stage_chunk<kRule>(p, w, w.begin, s.stage_keys(0), s.stage_visible(0), s.ld);
+  if (w.begin < w.end) stage_rows(w.begin, 0);
   cp_async_commit();
+  if constexpr (kFp8) {
+    if (w.begin + kKeys < w.end) stage_rows(w.begin + kKeys, 1);
+    cp_async_commit();
+  }
   float acc[kTiles][4] = {};
   int stage = 0;
   for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage ^= 1) {
-    if (chunk + kKeys < w.end)
-      stage_chunk<kRule>(p, w, chunk + kKeys, s.stage_keys(stage ^ 1), s.stage_visible(stage ^ 1), s.ld);
-    cp_async_commit();
-    cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
-    __syncthreads();
-    score_chunk(p, s, s.stage_keys(stage), s.stage_visible(stage));
+    if constexpr (kFp8) {
+      cp_async_wait<1>();  // this chunk's codes (and the queries) landed; the next chunk's are in flight
+      __syncthreads();
+      scale_codes(p, s, stage);
+      __syncthreads();  // the bf16 stage is written and this staging area free for the chunk after next
+      if (chunk + 2 * kKeys < w.end) stage_rows(chunk + 2 * kKeys, stage);
+      cp_async_commit();
+    } else {
+      if (chunk + kKeys < w.end) stage_rows(chunk + kKeys, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
+      __syncthreads();
+    }
+    const int cs = kFp8 ? 0 : stage;  // the bf16 stage holding this chunk
+    score_chunk(p, s, s.stage_keys(cs), s.stage_visible(cs));
     __syncthreads();
     softmax_chunk(s);
     __syncthreads();
-    accumulate_chunk<kTiles>(s, s.stage_keys(stage), acc);
+    accumulate_chunk<kTiles>(s, s.stage_keys(cs), acc);
     __syncthreads();  // the stage is refilled by the next iteration
   }
   cp_async_wait<0>();
@@ -245,39 +307,45 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
   write_result<kTiles>(p, w, s, acc, split);
 }
 
-template <KeyRule kRule, int kTiles>
+template <KeyRule kRule, int kTiles, bool kFp8>
 void launch_mma(const AttentionParams& p, cudaStream_t stream) {
-  const size_t smem = MmaSmem::bytes(p.head_dim);
-  allow_dynamic_smem<mla_mma_kernel<kRule, kTiles>>(smem);
+  const size_t smem = MmaSmem::bytes(p.head_dim, kFp8);
+  allow_dynamic_smem<mla_mma_kernel<kRule, kTiles, kFp8>>(smem);
   const int64_t groups = ceil_div(p.num_heads, kRows);
-  launch(mla_mma_kernel<kRule, kTiles>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
+  launch(mla_mma_kernel<kRule, kTiles, kFp8>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
          smem, stream, p);
 }
 
-template <KeyRule kRule>
+template <KeyRule kRule, bool kFp8>
 void launch_width(const AttentionParams& p, cudaStream_t stream) {
   switch (p.head_dim_v / (8 * kWarps)) {
-    case 2: return launch_mma<kRule, 2>(p, stream);
-    case 4: return launch_mma<kRule, 4>(p, stream);
-    case 6: return launch_mma<kRule, 6>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
-    default: return launch_mma<kRule, 8>(p, stream);
+    case 2: return launch_mma<kRule, 2, kFp8>(p, stream);
+    case 4: return launch_mma<kRule, 4, kFp8>(p, stream);
+    case 6: return launch_mma<kRule, 6, kFp8>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
+    default: return launch_mma<kRule, 8, kFp8>(p, stream);
   }
+}
+
+template <KeyRule kRule>
+void launch_cache(const AttentionParams& p, cudaStream_t stream) {
+  if (p.k_cache8 != nullptr) launch_width<kRule, true>(p, stream);
+  else launch_width<kRule, false>(p, stream);
 }
 
 }  // namespace
 
-bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks) {
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8) {
   const bool dv_ok = head_dim_v % 128 == 0 && head_dim_v <= 512;
-  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim_v <= head_dim && MmaSmem::bytes(head_dim) <= kMaxSmem;
+  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim_v <= head_dim && MmaSmem::bytes(head_dim, fp8) <= kMaxSmem;
 }
 
 int32_t mla_attention_mma_heads_per_cta() { return kRows; }
 
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream) {
   switch (attention_key_rule(p)) {
-    case KeyRule::kChain: return launch_width<KeyRule::kChain>(p, stream);
-    case KeyRule::kGeneral: return launch_width<KeyRule::kGeneral>(p, stream);
-    case KeyRule::kSparse: return launch_width<KeyRule::kSparse>(p, stream);
+    case KeyRule::kChain: return launch_cache<KeyRule::kChain>(p, stream);
+    case KeyRule::kGeneral: return launch_cache<KeyRule::kGeneral>(p, stream);
+    case KeyRule::kSparse: return launch_width<KeyRule::kSparse, false>(p, stream);  // bf16 lists only
   }
 }
 
