@@ -102,34 +102,42 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
   }
 }
 
-// Latent rows of slots [chunk, chunk + kKeys) into a stage, four threads a row; rows the query does not see
-// become zeros (never read from the cache) and are marked.
+constexpr int kPerRow = kThreads / kKeys;  // threads copying one latent row
+
+// Where this thread's row of a chunk (row threadIdx.x / kPerRow) lives: found one chunk before its copies
+// are issued, so that the block-table read lands while the chunk before computes.
+struct RowRef {
+  int64_t row;  // cache row, when seen
+  bool seen;    // a key the query sees (else zeros, never read from the cache)
+};
+
 template <KeyRule kRule>
-__device__ void stage_chunk(const AttentionParams& p, const MlaWork& w, int chunk, bf16* keys, int32_t* visible,
-                            int ld) {
-  constexpr int kPerRow = kThreads / kKeys;
-  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow, slot = chunk + r;
+__device__ __forceinline__ RowRef locate_row(const AttentionParams& p, const MlaWork& w, int chunk) {
+  const int slot = chunk + int(threadIdx.x) / kPerRow;
   const bool seen = mla_slot_visible<kRule>(p, w, slot);
-  if (part == 0) visible[r] = seen;
-  const bf16* row = seen ? p.k_cache + mla_slot_row<kRule>(p, w, slot) * p.head_dim : p.k_cache;
-  for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, seen ? row + c * 8 : row, seen);
+  return {seen ? mla_slot_row<kRule>(p, w, slot) : 0, seen};
 }
 
-// FP8: the codes and scales of slots [chunk, chunk + kKeys) into staging area `area`, four threads a row
-// (8 bytes a copy); rows the query does not see become zero codes with a zero scale, and are marked.
-template <KeyRule kRule>
-__device__ void stage_codes(const AttentionParams& p, const MlaWork& w, int chunk, const MmaSmem& s, int area) {
-  constexpr int kPerRow = kThreads / kKeys;
-  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow, slot = chunk + r;
-  const bool seen = mla_slot_visible<kRule>(p, w, slot);
-  const int64_t row = seen ? mla_slot_row<kRule>(p, w, slot) : 0;
+// Latent rows of a chunk into a stage, four threads a row; rows the query does not see become zeros and
+// are marked.
+__device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* keys, int32_t* visible, int ld) {
+  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
+  if (part == 0) visible[r] = ref.seen;
+  const bf16* row = p.k_cache + ref.row * p.head_dim;
+  for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, row + c * 8, ref.seen);
+}
+
+// FP8: the codes and scales of a chunk into staging area `area`, four threads a row (8 bytes a copy); rows
+// the query does not see become zero codes with a zero scale, and are marked.
+__device__ void stage_codes(const AttentionParams& p, const RowRef& ref, const MmaSmem& s, int area) {
+  const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   if (part == 0) {
-    s.code_visible[area * kKeys + r] = seen;
-    cp_async_small<4>(s.code_scale + area * kKeys + r, p.k_scale + row, seen);
+    s.code_visible[area * kKeys + r] = ref.seen;
+    cp_async_small<4>(s.code_scale + area * kKeys + r, p.k_scale + ref.row, ref.seen);
   }
-  const uint8_t* src = p.k_cache8 + row * p.head_dim;
+  const uint8_t* src = p.k_cache8 + ref.row * p.head_dim;
   uint8_t* dst = s.codes + (int64_t(area) * kKeys + r) * p.head_dim;
-  for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async_small<8>(dst + c * 8, src + c * 8, seen);
+  for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async_small<8>(dst + c * 8, src + c * 8, ref.seen);
 }
 
 // FP8: staging area `area`'s codes times their row's scale into the bf16 stage, its marks beside them.
@@ -149,26 +157,30 @@ __device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bf16* a_row = s.q + (lane % 16) * s.ld + (lane / 16) * 8;
   const bf16* b_row = keys + (warp * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
-  // Two accumulators over alternate k steps halve the chain of dependent mma.
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Four accumulators over k steps taken four at a time: a quarter of the chain of dependent mma, and four
+  // steps' shared-memory loads in flight together (with the block-table prefetch: bf16 unchanged at 16 heads
+  // x 64 x 4k, 150.5 -> 149.4 us; FP8 207.7 -> 198.3).
+  float part[4][4] = {};
   int k = 0;
-  for (; k + 32 <= p.head_dim; k += 32) {
-    uint32_t a0[4], a1[4], b0[2], b1[2];
-    ldmatrix_x4(a0, a_row + k);
-    ldmatrix_x2(b0, b_row + k);
-    ldmatrix_x4(a1, a_row + k + 16);
-    ldmatrix_x2(b1, b_row + k + 16);
-    mma_bf16_16816(acc, a0, b0[0], b0[1]);
-    mma_bf16_16816(odd, a1, b1[0], b1[1]);
+  for (; k + 64 <= p.head_dim; k += 64) {
+    uint32_t a[4][4], b[4][2];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      ldmatrix_x4(a[j], a_row + k + 16 * j);
+      ldmatrix_x2(b[j], b_row + k + 16 * j);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mma_bf16_16816(part[j], a[j], b[j][0], b[j][1]);
   }
-  if (k < p.head_dim) {
+  for (; k < p.head_dim; k += 16) {
     uint32_t a[4], b[2];
     ldmatrix_x4(a, a_row + k);
     ldmatrix_x2(b, b_row + k);
-    mma_bf16_16816(acc, a, b[0], b[1]);
+    mma_bf16_16816(part[0], a, b[0], b[1]);
   }
+  float acc[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) acc[i] += odd[i];
+  for (int i = 0; i < 4; ++i) acc[i] = (part[0][i] + part[1][i]) + (part[2][i] + part[3][i]);
   const float scale = p.scale * kLog2e;
   const int g = lane / 4, col = warp * 8 + 2 * (lane % 4);
 #pragma unroll
@@ -266,18 +278,20 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
   const MmaSmem s = MmaSmem::carve(smem, p.head_dim, kFp8);
   const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
   const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
-  // A chunk's rows into stage (bf16) or staging area (FP8 codes, scaled into the one stage later) `into`.
+  // A chunk's rows into stage (bf16) or staging area (FP8 codes, scaled into the one stage later) `into`;
+  // `next` holds where this thread's row of the next chunk to be copied lives.
+  RowRef next = locate_row<kRule>(p, w, w.begin);
   auto stage_rows = [&](int chunk, int into) {
-    if constexpr (kFp8) stage_codes<kRule>(p, w, chunk, s, into);
-    else stage_chunk<kRule>(p, w, chunk, s.stage_keys(into), s.stage_visible(into), s.ld);
+    if (chunk < w.end) {
+      if constexpr (kFp8) stage_codes(p, next, s, into);
+      else stage_chunk(p, next, s.stage_keys(into), s.stage_visible(into), s.ld);
+    }
+    cp_async_commit();
+    next = locate_row<kRule>(p, w, chunk + kKeys);
   };
   load_queries(p, w, s);
-  if (w.begin < w.end) stage_rows(w.begin, 0);
-  cp_async_commit();
-  if constexpr (kFp8) {
-    if (w.begin + kKeys < w.end) stage_rows(w.begin + kKeys, 1);
-    cp_async_commit();
-  }
+  stage_rows(w.begin, 0);
+  if constexpr (kFp8) stage_rows(w.begin + kKeys, 1);
   float acc[kTiles][4] = {};
   int stage = 0;
   for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage ^= 1) {
@@ -286,11 +300,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
       __syncthreads();
       scale_codes(p, s, stage);
       __syncthreads();  // the bf16 stage is written and this staging area free for the chunk after next
-      if (chunk + 2 * kKeys < w.end) stage_rows(chunk + 2 * kKeys, stage);
-      cp_async_commit();
+      stage_rows(chunk + 2 * kKeys, stage);
     } else {
-      if (chunk + kKeys < w.end) stage_rows(chunk + kKeys, stage ^ 1);
-      cp_async_commit();
+      stage_rows(chunk + kKeys, stage ^ 1);
       cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
       __syncthreads();
     }
