@@ -287,7 +287,7 @@ int decode_attention_fp8_ctas_per_sm(int32_t head_dim);
 // kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Two
 // kernels compute it: on tensor cores (mla_attention_mma.cu) where the shape allows, else on CUDA cores.
 enum class MlaKernel : uint8_t { kCudaCores, kTensorCores };
-constexpr int32_t kMlaMaxSplits = 128;  // the merge kernel weighs up to this many splits of a (token, head)
+constexpr int32_t kMlaMaxSplits = 256;  // the merge kernel weighs up to this many splits of a (token, head)
 void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream);
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
 // The kernel for a shape: tensor cores when allowed and the shape fits them (head_dim % 16 == 0, head_dim_v
@@ -297,6 +297,7 @@ int32_t mla_attention_heads_per_cta(MlaKernel kernel);
 int32_t mla_attention_ctas_per_sm(MlaKernel kernel);
 bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8);
 int32_t mla_attention_mma_heads_per_cta();
+int32_t mla_attention_mma_ctas_per_sm();
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);

@@ -266,9 +266,10 @@ int32_t mla_attention_heads_per_cta(MlaKernel kernel) {
   return kernel == MlaKernel::kTensorCores ? mla_attention_mma_heads_per_cta() : kHeads;
 }
 
-// The tensor-core kernel's shared memory (two stages of 64 latent rows) leaves room for one CTA per SM;
-// the CUDA-core kernel's for two at DeepSeek's widths.
-int32_t mla_attention_ctas_per_sm(MlaKernel kernel) { return kernel == MlaKernel::kTensorCores ? 1 : 2; }
+// Both kernels' shared memory leaves room for two CTAs per SM at DeepSeek's widths.
+int32_t mla_attention_ctas_per_sm(MlaKernel kernel) {
+  return kernel == MlaKernel::kTensorCores ? mla_attention_mma_ctas_per_sm() : 2;
+}
 
 void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream) {
   if (p.num_tokens == 0) return;

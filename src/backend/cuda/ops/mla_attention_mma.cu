@@ -3,11 +3,16 @@
 // rows of head_dim % 16 == 0, values of 128, 256, 384 or 512 features, no sinks).
 //
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
-// row a CTA reads serves all of them (MLA's point). Per chunk of 64 latent rows, brought into shared memory
+// row a CTA reads serves all of them (MLA's point). Per chunk of 32 latent rows, brought into shared memory
 // by cp.async one chunk ahead of the compute (two stages):
-//   scores  S[16, 64]  = Q[16, D] K[64, D]^T   (warp w: keys 8w .. 8w + 7, all of D)
+//   scores  S[16, 32]  = Q[16, D] K[32, D]^T   (warp w: keys 8 (w % 4) .. + 7, half of D's k steps)
 //   softmax per head, online in fp32; the weights rounded to bf16 once, for the product and the sum alike
-//   values  O[16, dv] += P[16, 64] V[64, dv]   (warp w: dv / 8 columns, accumulators in registers)
+//   values  O[16, dv] += P[16, 32] V[32, dv]   (warp w: dv / 8 columns, accumulators in registers)
+// Chunks of 32 rows keep a CTA's shared memory near 100 KB, so two CTAs share an SM: one CTA of 8 warps
+// with 64-row chunks (175 KB) left the SM's schedulers 0.25 eligible warps each, latency-bound (Nsight
+// Compute, 16 heads x 64 x 4k: 9.3 cycles per issued instruction, DRAM 64% busy). Measured on an H100
+// (bench/RESULTS.md, 2026-11-28): 16 heads x 64 x 4k 149 -> 135 us, 64 x 32k 1086 -> 893, 128 heads 18-20%
+// faster at every shape; 16 heads at batch 1 slower (1 x 32k 27.7 -> 30.5 us, 1 x 4k 10.9 -> 13.1).
 // where V is the first dv features of the same rows (FlashMLA's shared K=V latent). Split results go to the
 // workspace in the CUDA-core kernel's format and merge with its merge kernel.
 //
@@ -38,19 +43,20 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kRows = 16;    // query heads per CTA: the products' M
-constexpr int kKeys = 64;    // latent rows per chunk: 8 per warp in the score product
+constexpr int kKeys = 32;    // latent rows per chunk: 8 per warp pair in the score product
+constexpr int kCtasPerSm = 2;
 constexpr int kPad = 8;      // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
 constexpr int kScoreLd = kKeys + 4;
 constexpr int kProbLd = kKeys + kPad;
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr size_t kMaxSmem = 227 * 1024;
+constexpr size_t kMaxSmem = 227 * 1024 / kCtasPerSm - 1024;  // per CTA, beside the driver's 1 KB each
 
 // The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes).
 struct MmaSmem {
   bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads
   bf16* keys;        // [2, kKeys, ld]: two stages of latent rows, zero where not visible
   bf16* probs;       // [kRows, kProbLd]: the chunk's softmax weights
-  float* scores;     // [kRows, kScoreLd]: the chunk's scores (log2 units)
+  float* scores;     // [2, kRows, kScoreLd]: the chunk's scores over each half of the k steps
   float* max;        // [kRows] running max
   float* sum;        // [kRows] running sum of weights
   float* alpha;      // [kRows] this chunk's rescale of the accumulators
@@ -64,7 +70,7 @@ struct MmaSmem {
   static size_t bytes(int head_dim, bool fp8) {
     const size_t key_stages = fp8 ? 1 : 2;
     return size_t(kRows + key_stages * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
-           size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4 +
+           2 * size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4 +
            (fp8 ? 2 * (size_t(kKeys) * size_t(head_dim) + 2 * kKeys * 4) : 0);
   }
   __device__ static MmaSmem carve(uint8_t* base, int head_dim, bool fp8) {
@@ -74,7 +80,7 @@ struct MmaSmem {
     s.keys = s.q + kRows * s.ld;
     s.probs = s.keys + (fp8 ? 1 : 2) * kKeys * s.ld;
     s.scores = reinterpret_cast<float*>(s.probs + kRows * kProbLd);
-    s.max = s.scores + kRows * kScoreLd;
+    s.max = s.scores + 2 * kRows * kScoreLd;
     s.sum = s.max + kRows;
     s.alpha = s.sum + kRows;
     s.visible = reinterpret_cast<int32_t*>(s.alpha + kRows);
@@ -152,17 +158,20 @@ __device__ void scale_codes(const AttentionParams& p, const MmaSmem& s, int area
   if (threadIdx.x < kKeys) s.visible[threadIdx.x] = s.code_visible[area * kKeys + threadIdx.x];
 }
 
-// scores = Q K^T * scale (log2 units), -inf for keys not seen. Warp w computes the keys 8w .. 8w + 7.
-__device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf16* keys, const int32_t* visible) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+// Partial scores Q K^T over half of the k steps each (the softmax adds the halves, scales and masks them).
+// Warp w computes the keys 8 (w % 4) .. + 7: warps 0-3 over the first half of D, warps 4-7 the rest.
+__device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf16* keys) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, half = warp / 4;
+  const int split_k = (p.head_dim / 16 + 1) / 2 * 16;
+  const int k_begin = half == 0 ? 0 : split_k, k_end = half == 0 ? split_k : p.head_dim;
   const bf16* a_row = s.q + (lane % 16) * s.ld + (lane / 16) * 8;
-  const bf16* b_row = keys + (warp * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
+  const bf16* b_row = keys + ((warp % 4) * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
   // Four accumulators over k steps taken four at a time: a quarter of the chain of dependent mma, and four
-  // steps' shared-memory loads in flight together (with the block-table prefetch: bf16 unchanged at 16 heads
-  // x 64 x 4k, 150.5 -> 149.4 us; FP8 207.7 -> 198.3).
+  // steps' shared-memory loads in flight together (with the block-table prefetch, on 64-row chunks: bf16
+  // unchanged at 16 heads x 64 x 4k, 150.5 -> 149.4 us; FP8 207.7 -> 198.3).
   float part[4][4] = {};
-  int k = 0;
-  for (; k + 64 <= p.head_dim; k += 64) {
+  int k = k_begin;
+  for (; k + 64 <= k_end; k += 64) {
     uint32_t a[4][4], b[4][2];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -172,7 +181,7 @@ __device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf
 #pragma unroll
     for (int j = 0; j < 4; ++j) mma_bf16_16816(part[j], a[j], b[j][0], b[j][1]);
   }
-  for (; k < p.head_dim; k += 16) {
+  for (; k < k_end; k += 16) {
     uint32_t a[4], b[2];
     ldmatrix_x4(a, a_row + k);
     ldmatrix_x2(b, b_row + k);
@@ -181,27 +190,26 @@ __device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf
   float acc[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) acc[i] = (part[0][i] + part[1][i]) + (part[2][i] + part[3][i]);
-  const float scale = p.scale * kLog2e;
-  const int g = lane / 4, col = warp * 8 + 2 * (lane % 4);
+  const int g = lane / 4, col = (warp % 4) * 8 + 2 * (lane % 4);
+  float* out = s.scores + half * kRows * kScoreLd;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int row = g + 8 * (i / 2), key = col + i % 2;
-    s.scores[row * kScoreLd + key] = visible[key] ? acc[i] * scale : -INFINITY;
-  }
+  for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * kScoreLd + col + i % 2] = acc[i];
 }
 
-// Online softmax per head (a warp per head, two keys a lane): weights into probs, rescale into alpha.
-__device__ void softmax_chunk(const MmaSmem& s) {
+// Online softmax per head (a warp per head, a key a lane): the halves' scores added, scaled into log2 units
+// (-inf for keys not seen), weights into probs, rescale into alpha.
+__device__ void softmax_chunk(const AttentionParams& p, const MmaSmem& s, const int32_t* visible) {
+  static_assert(kKeys == 32, "a key a lane");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float scale = p.scale * kLog2e;
   for (int row = warp; row < kRows; row += kWarps) {
-    const float x0 = s.scores[row * kScoreLd + lane], x1 = s.scores[row * kScoreLd + lane + 32];
-    const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(fmaxf(x0, x1)));
+    const float dot = s.scores[row * kScoreLd + lane] + s.scores[(kRows + row) * kScoreLd + lane];
+    const float x = visible[lane] ? dot * scale : -INFINITY;
+    const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(x));
     const bool none = new_max == -INFINITY;
-    const bf16 p0 = __float2bfloat16(none ? 0.0f : exp2f(x0 - new_max));
-    const bf16 p1 = __float2bfloat16(none ? 0.0f : exp2f(x1 - new_max));
-    const float chunk_sum = warp_sum(__bfloat162float(p0) + __bfloat162float(p1));
+    const bf16 p0 = __float2bfloat16(none ? 0.0f : exp2f(x - new_max));
+    const float chunk_sum = warp_sum(__bfloat162float(p0));
     s.probs[row * kProbLd + lane] = p0;
-    s.probs[row * kProbLd + lane + 32] = p1;
     if (lane == 0) {
       const float alpha = none ? 0.0f : exp2f(old_max - new_max);
       s.max[row] = new_max;
@@ -271,7 +279,7 @@ __device__ void write_result(const AttentionParams& p, const MlaWork& w, const M
 // grid: (num_tokens * head groups, num_splits), head groups fastest so the CTAs that read the same latent
 // rows run side by side; block: kThreads; dynamic shared memory: MmaSmem::bytes(head_dim).
 template <KeyRule kRule, int kTiles, bool kFp8>
-__global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) mla_mma_kernel(AttentionParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
   pdl_wait();
@@ -307,9 +315,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_mma_kernel(AttentionParams p)
       __syncthreads();
     }
     const int cs = kFp8 ? 0 : stage;  // the bf16 stage holding this chunk
-    score_chunk(p, s, s.stage_keys(cs), s.stage_visible(cs));
+    score_chunk(p, s, s.stage_keys(cs));
     __syncthreads();
-    softmax_chunk(s);
+    softmax_chunk(p, s, s.stage_visible(cs));
     __syncthreads();
     accumulate_chunk<kTiles>(s, s.stage_keys(cs), acc);
     __syncthreads();  // the stage is refilled by the next iteration
@@ -352,6 +360,8 @@ bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks
 }
 
 int32_t mla_attention_mma_heads_per_cta() { return kRows; }
+
+int32_t mla_attention_mma_ctas_per_sm() { return kCtasPerSm; }
 
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream) {
   switch (attention_key_rule(p)) {
