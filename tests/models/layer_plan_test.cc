@@ -127,16 +127,22 @@ TEST(BackendCheck, CudaNamesWhatItLacks) {
   auto f32_kv = gqa;
   f32_kv.kv_dtype = DType::kF32;
   EXPECT_FALSE(backend::CudaOps::check_attention(f32_kv).ok());
-  // FP8 KV: GQA layers run on it; the latent (MLA) kernels refuse it by name.
+  // FP8 KV: GQA layers and the latent (MLA) kernels run on it; DSA-lite's sparse attention refuses it by name.
   auto fp8_kv = gqa;
   fp8_kv.kv_dtype = DType::kF8E4M3;
   EXPECT_TRUE(backend::CudaOps::check_attention(fp8_kv).ok());
   const weights::ModelConfig v2 = fixture_config("deepseek_v2");
   auto fp8_latent = model::attention_shape(v2, model::plan_layers(v2).layers[0], DType::kF8E4M3);
-  const Status no_fp8_mla = backend::CudaOps::check_attention(fp8_latent);
-  ASSERT_FALSE(no_fp8_mla.ok());
-  EXPECT_NE(no_fp8_mla.message().find("MLA"), std::string::npos) << no_fp8_mla.message();
-  EXPECT_NE(no_fp8_mla.message().find("F8_E4M3"), std::string::npos) << no_fp8_mla.message();
+  const Status fp8_mla = backend::CudaOps::check_attention(fp8_latent);
+  EXPECT_TRUE(fp8_mla.ok()) << fp8_mla.message();
+  auto fp8_sparse = fp8_kv;
+  fp8_sparse.sparse_top_k = 64;
+  fp8_sparse.index_heads = 4;
+  fp8_sparse.index_dim = 32;
+  const Status no_fp8_dsa = backend::CudaOps::check_attention(fp8_sparse);
+  ASSERT_FALSE(no_fp8_dsa.ok());
+  EXPECT_NE(no_fp8_dsa.message().find("DSA-lite"), std::string::npos) << no_fp8_dsa.message();
+  EXPECT_NE(no_fp8_dsa.message().find("BF16"), std::string::npos) << no_fp8_dsa.message();
   auto wide = gqa;
   wide.head_dim = wide.head_dim_v = 256;
   const Status too_wide = backend::CudaOps::check_attention(wide);
