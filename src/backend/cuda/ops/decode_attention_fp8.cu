@@ -77,8 +77,6 @@ __device__ __forceinline__ void fp8x4_to_bf16x2(uint32_t w, uint32_t& even, uint
   odd = ((w >> 4) & 0x07F007F0u) | (w & 0x80008000u);
 }
 
-__device__ __forceinline__ uint32_t bf16x2_bits(float lo, float hi) { return pack_bf16x2(lo, hi); }
-
 template <int kDim>
 __device__ __forceinline__ uint4 lds16(const uint8_t* tile, int r, int c) {
   return *reinterpret_cast<const uint4*>(tile + chunk_offset<kDim>(r, c));
@@ -105,8 +103,8 @@ __device__ __forceinline__ void load_query_operands(const AttentionParams& p, in
       v[2] = __low2float(hi) * kQueryShift;
       v[3] = __high2float(hi) * kQueryShift;
     }
-    qa[s][0] = bf16x2_bits(v[0], v[2]);
-    qa[s][1] = bf16x2_bits(v[1], v[3]);
+    qa[s][0] = pack_bf16x2(v[0], v[2]);
+    qa[s][1] = pack_bf16x2(v[1], v[3]);
   }
 }
 
@@ -189,6 +187,11 @@ __global__ void __launch_bounds__(kThreads) decode_attention_fp8_kernel(Attentio
     if constexpr (kRule == KeyRule::kChain) return true;
     else return key_visible(p, sk.keys, token, sk.q_pos, slot_position(p, sk.keys, slot));
   };
+  // The (slot, kv head) row of a visible key: its codes at row * head_dim, its scales at row.
+  auto cache_row = [&](int key) -> int64_t {
+    return (int64_t(sk.keys.table[key / p.block_size]) * p.block_size + key % p.block_size) * p.num_kv_heads +
+           kv_head;
+  };
   uint8_t* stages = smem + warp * kStages * T::kStageBytes;
   auto stage_at = [&](int s) { return stages + s * T::kStageBytes; };
 
@@ -204,20 +207,14 @@ __global__ void __launch_bounds__(kThreads) decode_attention_fp8_kernel(Attentio
       const int r = lane / T::kChunksPerRow + i * kRowsPerPass, c = lane % T::kChunksPerRow;
       const int key = key0 + r;
       const bool valid = key < end && c * 16 < p.head_dim && visible(key);
-      const int64_t row = valid ? (int64_t(sk.keys.table[key / p.block_size]) * p.block_size + key % p.block_size) *
-                                      p.num_kv_heads + kv_head
-                                : 0;
-      const int64_t offset = row * p.head_dim + c * 16;
+      const int64_t offset = valid ? cache_row(key) * p.head_dim + c * 16 : 0;
       cp_async16(st + chunk_offset<kDim>(r, c), p.k_cache8 + offset, valid);
       cp_async16(st + T::kCodeBytes + chunk_offset<kDim>(r, c), p.v_cache8 + offset, valid);
     }
     const int key = key0 + lane % kTileKeys;
     const bool valid = key < end && visible(key);
-    const int64_t row = valid ? (int64_t(sk.keys.table[key / p.block_size]) * p.block_size + key % p.block_size) *
-                                    p.num_kv_heads + kv_head
-                              : 0;
-    cp_async_small<4>(reinterpret_cast<float*>(st + 2 * T::kCodeBytes) + lane, (lane < kTileKeys ? p.k_scale : p.v_scale) + row,
-              valid);
+    cp_async_small<4>(reinterpret_cast<float*>(st + 2 * T::kCodeBytes) + lane,
+                      (lane < kTileKeys ? p.k_scale : p.v_scale) + (valid ? cache_row(key) : 0), valid);
     cp_async_commit();
   };
 
@@ -280,8 +277,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_fp8_kernel(Attentio
     }
     const float2 vs0 = *reinterpret_cast<const float2*>(v_scales + 2 * t);
     const float2 vs1 = *reinterpret_cast<const float2*>(v_scales + 8 + 2 * t);
-    const uint32_t pa[4] = {bf16x2_bits(w[0][0] * vs0.x * kWeightShift, w[0][1] * vs0.y * kWeightShift), 0u,
-                            bf16x2_bits(w[1][0] * vs1.x * kWeightShift, w[1][1] * vs1.y * kWeightShift), 0u};
+    const uint32_t pa[4] = {pack_bf16x2(w[0][0] * vs0.x * kWeightShift, w[0][1] * vs0.y * kWeightShift), 0u,
+                            pack_bf16x2(w[1][0] * vs1.x * kWeightShift, w[1][1] * vs1.y * kWeightShift), 0u};
     accumulate_values<kDim>(st + T::kCodeBytes, pa, o);
     __syncwarp();  // the stage is refilled by the next iteration's copies
   }

@@ -124,7 +124,7 @@ __device__ __forceinline__ RowRef locate_row(const AttentionParams& p, const Mla
   return {seen ? mla_slot_row<kRule>(p, w, slot) : 0, seen};
 }
 
-// Latent rows of a chunk into a stage, four threads a row; rows the query does not see become zeros and
+// Latent rows of a chunk into a stage, kPerRow threads a row; rows the query does not see become zeros and
 // are marked.
 __device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* keys, int32_t* visible, int ld) {
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
@@ -133,8 +133,8 @@ __device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* k
   for (int c = part; c < p.head_dim / 8; c += kPerRow) cp_async16(keys + r * ld + c * 8, row + c * 8, ref.seen);
 }
 
-// FP8: the codes and scales of a chunk into staging area `area`, four threads a row (8 bytes a copy); rows
-// the query does not see become zero codes with a zero scale, and are marked.
+// FP8: the codes and scales of a chunk into staging area `area`, kPerRow threads a row (8 bytes a copy);
+// rows the query does not see become zero codes with a zero scale, and are marked.
 __device__ void stage_codes(const AttentionParams& p, const RowRef& ref, const MmaSmem& s, int area) {
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   if (part == 0) {
