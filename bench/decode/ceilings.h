@@ -72,4 +72,20 @@ double time_on_stream(cudaStream_t stream, int warmup, int reps, F&& body) {
   return ms[ms.size() / 2] * 1e-3;
 }
 
+// Median seconds of one call, from a CUDA graph of `calls` calls `call(i)` captured on `stream`, so that
+// launch costs are what a decode step's graph pays (eager launches at batch 1 time the host instead).
+template <class F>
+double time_captured(cudaStream_t stream, int calls, F&& call) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DRIFT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) call(i);
+  DRIFT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  DRIFT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double t = time_on_stream(stream, 2, 9, [&] { DRIFT_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return t / calls;
+}
+
 }  // namespace drift::bench

@@ -61,6 +61,7 @@ struct Shape {
 
   int64_t hd() const { return head_dim > 0 ? head_dim : hidden / heads; }
   bool moe() const { return experts > 0; }
+  bool mla() const { return config_json != nullptr; }
 };
 
 const Shape kShapes[] = {
@@ -389,7 +390,10 @@ class ModelBench {
       for (int i = 0; i < std::max(prompt + gen, max_prefill); ++i) seq.push_back(token(rng));
   }
 
-  Row prefill(int n) {
+  // A prompt of n tokens in one step; graphs off runs it eagerly (so that a backend option switched since a
+  // graph of this shape was captured takes effect).
+  Row prefill(int n, bool graphs = true, const std::string& label = "") {
+    runner_->set_cuda_graphs(graphs);
     const std::vector<std::vector<int32_t>> table = group_tables(prefill_first_block_, (n + kBlockSize - 1) / kBlockSize);
     runner::SeqStep step{std::span<const int32_t>(tokens_[0].data(), size_t(n)), 0, n, table, true, false};
     const sample::RowSampling row = sampling(0, n);
@@ -400,13 +404,14 @@ class ModelBench {
       check(runner_->step_and_sample({&step, 1}, {&row, 1}));
       times.push_back(seconds_since(t0));
     }
+    runner_->set_cuda_graphs(true);
     std::sort(times.begin(), times.end());
     const double t = times[times.size() / 2];
     const double flops = 2.0 * costs_.macs_per_token * n + 2.0 * costs_.lm_head_macs +
                          costs_.attention_flops_per_key * double(n) * double(n + 1) / 2.0;
     const double bytes = costs_.weight_bytes(n);
     const double floor_t = std::max(flops / ceil_.bf16_rate, bytes / ceil_.bandwidth);
-    return {name_, fmt::format("prefill {}", n), n / t, t * 1e3, n / floor_t,
+    return {name_, label.empty() ? fmt::format("prefill {}", n) : label, n / t, t * 1e3, n / floor_t,
             flops / ceil_.bf16_rate >= bytes / ceil_.bandwidth ? "bf16 FLOPs" : "bytes"};
   }
 
@@ -701,6 +706,7 @@ struct Options {
   int prompt = 512, gen = 128;
   bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false, roofline_only = false;
   bool moe_kernels = false;
+  bool mla_prefill = false;
   std::string markdown, loader = "fast";
   std::vector<int> eagle_trees;
   std::vector<double> eagle_taus;
@@ -728,6 +734,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--loader", o.loader, "fast: bf16 shards written by 16 threads; random: WeightLoader::random")
       ->check(CLI::IsMember({"fast", "random"}));
   app.add_option("--roofline", o.roof, "time each op of a decode step alone (per model shape)");
+  app.add_option("--mla-prefill", o.mla_prefill,
+                 "MLA shapes: prefill rows run eagerly in the expanded and the absorbed form (the switch point)");
   app.add_option("--moe-kernels", o.moe_kernels, "MoE shapes: batch-1 forward-only graph rows with the one-token experts on and off");
   app.add_option("--ablate", o.ablate,
                  "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
@@ -802,6 +810,17 @@ void moe_kernel_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& row
   ops.set_moe_one_token_kernels(true);
 }
 
+// MLA prefill in each form (CudaOptions::mla_expanded_prefill), eagerly: where the expanded form starts to pay.
+void mla_prefill_rows(ModelBench& b, backend::CudaOps& ops, const std::vector<int>& prefills, std::vector<Row>& rows) {
+  for (int n : prefills)
+    for (const bool expanded : {true, false}) {
+      ops.set_mla_expanded_prefill(expanded);
+      rows.push_back(b.prefill(n, false, fmt::format("prefill {} eager, {}", n, expanded ? "expanded" : "absorbed")));
+      print_row(rows.back());
+    }
+  ops.set_mla_expanded_prefill(true);
+}
+
 // Every row the options ask of one loaded model.
 void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaOps& ops, std::vector<Row>& rows) {
   for (int n : o.prefills) {
@@ -839,6 +858,7 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
       }
   if (o.ablate) ablate_rows(b, ops, rows);
   if (o.moe_kernels && s.moe()) moe_kernel_rows(b, ops, rows);
+  if (o.mla_prefill && s.mla()) mla_prefill_rows(b, ops, o.prefills, rows);
   if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_taus);
 }
 

@@ -3,7 +3,9 @@
 // contexts of issue 13's kernel table, for 16 heads (DeepSeek-V2-Lite, Youtu) and 128 (DeepSeek-V3).
 // --width and --dv take other latents: MLA-lite on the Llama-3.1-8B shape caches 384 latent values and
 // 8 x 16 kept RoPE features (--width 512 --dv 384, 32 heads; issue 16). Each
-// row: microseconds per call (CUDA events over back-to-back calls, median of repeats), the latent bytes
+// row: microseconds per call (CUDA events over a CUDA graph of calls rotating over block tables on disjoint
+// parts of the pool, so that launches cost what a decode step's graph pays and the rows come from DRAM, not
+// the L2; median of repeats), the latent bytes
 // read over that time against the copy bandwidth measured in the same run, and the tensor-core kernel
 // beside the CUDA-core one with the relative difference of their outputs (a check that both computed the
 // same thing on these inputs; the op tests hold them to the CPU oracle).
@@ -69,24 +71,30 @@ MlaRow measure(backend::CudaOps& ops, const Geometry& g, const LatentCache& cach
   std::vector<int32_t> blocks(static_cast<size_t>(pool));
   std::iota(blocks.begin(), blocks.end(), 0);
   std::shuffle(blocks.begin(), blocks.end(), rng);
-  std::vector<int32_t> table(static_cast<size_t>(batch * per_seq)), starts(static_cast<size_t>(batch + 1));
-  std::vector<int32_t> lens(static_cast<size_t>(batch), static_cast<int32_t>(context));
-  std::copy_n(blocks.begin(), table.size(), table.begin());
+  std::vector<int32_t> starts(static_cast<size_t>(batch + 1)), lens(static_cast<size_t>(batch), int32_t(context));
   std::iota(starts.begin(), starts.end(), 0);
-  backend::Buffer tables = upload_i32(ops, table, {batch, per_seq}), query_start = upload_i32(ops, starts, {batch + 1});
-  backend::Buffer context_lens = upload_i32(ops, lens, {batch});
+  backend::Buffer query_start = upload_i32(ops, starts, {batch + 1}), context_lens = upload_i32(ops, lens, {batch});
   backend::Buffer q = ops.alloc(DType::kBF16, {batch, heads, g.width}), out = ops.alloc(DType::kBF16, {batch, heads, g.dv});
   ops.copy_from_host(q.view, random_bf16(size_t(q.view.numel()), 9).data());
 
-  backend::PagedAttentionParams p{.q = q.view, .k_cache = cache.rows.view, .k_scale = cache.scales.view,
-                                  .out = out.view, .block_tables = tables.view, .query_start = query_start.view,
-                                  .context_lens = context_lens.view, .scale = g.scale};
-  const int calls = context * batch >= 1 << 20 ? 5 : 20;
+  // Up to kMaxLayers block tables over disjoint parts of the pool, the calls rotating over them: as in a
+  // decode step, where each layer reads its own cache, the latent rows come from DRAM, not from the L2.
+  constexpr int64_t kMaxLayers = 32;
+  const int64_t layers = std::clamp<int64_t>(pool / (batch * per_seq), 1, kMaxLayers);
+  std::vector<backend::Buffer> tables;
+  std::vector<backend::PagedAttentionParams> params;
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto first = blocks.begin() + l * batch * per_seq;
+    tables.push_back(upload_i32(ops, std::vector<int32_t>(first, first + batch * per_seq), {batch, per_seq}));
+    params.push_back({.q = q.view, .k_cache = cache.rows.view, .k_scale = cache.scales.view, .out = out.view,
+                      .block_tables = tables.back().view, .query_start = query_start.view,
+                      .context_lens = context_lens.view, .scale = g.scale});
+  }
+  const int calls = int(std::max<int64_t>(layers, 4));
   auto time_kernel = [&](bool tensor_cores, std::vector<float>& result) {
     ops.set_mla_tensor_cores(tensor_cores);
-    const double t = time_on_stream(ops.stream(), 2, 7, [&] {
-      for (int i = 0; i < calls; ++i) ops.paged_attention(p);
-    }) / calls;
+    const double t = time_captured(ops.stream(), calls, [&](int i) { ops.paged_attention(params[size_t(i) % params.size()]); });
+    ops.paged_attention(params[0]);
     result = read_bf16(ops, out.view);
     return t;
   };

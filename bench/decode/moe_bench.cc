@@ -89,16 +89,7 @@ Routing random_routing(backend::CudaOps& ops, const MoeGeometry& g, int64_t batc
 
 // Median microseconds of one call, from a graph of `calls` calls that rotate over the layers.
 double time_calls(backend::CudaOps& ops, const std::vector<backend::MoeExpertsParams>& layers, int calls) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DRIFT_CUDA_CHECK(cudaStreamBeginCapture(ops.stream(), cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) ops.moe_experts(layers[size_t(i) % layers.size()]);
-  DRIFT_CUDA_CHECK(cudaStreamEndCapture(ops.stream(), &graph));
-  DRIFT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  const double t = time_on_stream(ops.stream(), 2, 9, [&] { DRIFT_CUDA_CHECK(cudaGraphLaunch(exec, ops.stream())); });
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return t / calls * 1e6;
+  return time_captured(ops.stream(), calls, [&](int i) { ops.moe_experts(layers[size_t(i) % layers.size()]); }) * 1e6;
 }
 
 struct KernelChoice {

@@ -117,6 +117,35 @@ struct SparseAttentionParams {
   int64_t q_row_stride = 0;  // 0: packed
 };
 
+// MLA's expanded (non-absorbed) prefill, in two ops. gather_context packs every sequence's cached rows
+// [0, context_len), position order, one sequence after another: sequence s's row j goes to row
+// key_start[s] + j, its first head.size(1) values into `head` and the rest into `tail` (an FP8 cache's rows
+// dequantized as code * scale). The caller sizes head and tail for the step's total context.
+struct GatherContextParams {
+  Tensor k_cache;       // [num_blocks, block_size, 1, width]
+  Tensor k_scale;       // [num_blocks, block_size, 1] fp32 with an F8E4M3 cache, else undefined
+  Tensor block_tables;  // [num_seqs, max_blocks_per_seq] int32
+  Tensor context_lens;  // [num_seqs] int32
+  Tensor head;          // out [rows, split]: MLA's latent
+  Tensor tail;          // out [rows, width - split]: its rotated rope key
+  Tensor key_start;     // out [num_seqs + 1] int32: exclusive prefix sums of context_lens
+};
+
+// Causal attention per head over packed keys (MLA's expanded form): the query [q_nope | q_rope] against the
+// keys [k_nope | k_rope] (k_rope shared by every head) with values v. Sequence s's keys are rows
+// [key_start[s], key_start[s + 1]); its new tokens are the last query_start[s + 1] - query_start[s] of them,
+// and new token i sees the keys up to its own.
+struct MlaPrefillParams {
+  Tensor q_nope;       // [num_tokens, heads, nope]
+  Tensor q_rope;       // [num_tokens, heads, rope], rotated
+  Tensor kv;           // [rows, heads, nope + v]: per head the key's nope part, then the value (kv_b_proj's rows)
+  Tensor k_rope;       // [rows, rope], rotated
+  Tensor query_start;  // [num_seqs + 1] int32
+  Tensor key_start;    // [num_seqs + 1] int32
+  Tensor out;          // [num_tokens, heads, v]
+  float scale = 1.0f;
+};
+
 // SpecPV / Quest page-sparse attention (algorithms.md §2): per-block key bounds kept beside the paged cache
 // and indexed by its physical block ids, and block scores against a sequence's queries. MLA passes its latent
 // cache (one "KV head" of latent + rope features) and queries already in latent space, so q . row is the logit.
@@ -390,6 +419,14 @@ class Ops {
   virtual void indexer_topk(const IndexerTopkParams&) { DRIFT_CHECK(false, "backend {} has no indexer_topk", name()); }
   virtual void sparse_paged_attention(const SparseAttentionParams&) {
     DRIFT_CHECK(false, "backend {} has no sparse_paged_attention", name());
+  }
+
+  // MLA's expanded prefill (GatherContextParams, MlaPrefillParams): a backend that answers true for a
+  // head geometry implements both; MLA stays absorbed elsewhere.
+  virtual bool supports_mla_prefill(int64_t /*nope*/, int64_t /*rope*/, int64_t /*v*/) const { return false; }
+  virtual void gather_context(const GatherContextParams&) { DRIFT_CHECK(false, "backend {} has no gather_context", name()); }
+  virtual void mla_prefill_attention(const MlaPrefillParams&) {
+    DRIFT_CHECK(false, "backend {} has no mla_prefill_attention", name());
   }
 
   // SpecPV's block bounds and scores (KeyBoundsParams, BlockScoreParams).

@@ -169,7 +169,7 @@ TEST_P(CudaGoldenTest, GreedyContinuationMatchesTransformers) {
 TEST_P(CudaGoldenTest, ChunkedPrefillMatchesTransformers) {
   const int64_t vocab = f_.model->vocab_size();
   const GoldenPrompt& p = f_.golden.prompts.back();
-  for (int32_t chunk : {1, 7, 64}) {  // 1: every step takes the decode kernel
+  for (int32_t chunk : {1, 7, 40, 64}) {  // 1: every step takes the decode kernel; 40: MLA expanded over a prefix
     const auto blocks = block_tables(16, 5);
     std::vector<float> all;
     for (int32_t done = 0; done < int32_t(p.ids.size()); done += chunk) {

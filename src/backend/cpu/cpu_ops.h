@@ -43,6 +43,9 @@ class CpuOps final : public Ops {
   void sparse_paged_attention(const SparseAttentionParams& p) override;
   void key_bounds(const KeyBoundsParams& p) override;
   void score_blocks(const BlockScoreParams& p) override;
+  bool supports_mla_prefill(int64_t nope, int64_t rope, int64_t v) const override;
+  void gather_context(const GatherContextParams& p) override;
+  void mla_prefill_attention(const MlaPrefillParams& p) override;
   void concat(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) override;
   void moe_route(const MoeRouteParams& p) override;

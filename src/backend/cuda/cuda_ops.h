@@ -32,6 +32,9 @@ struct CudaOptions {
   bool gemv_split_by_iterations = false;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
+  // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
+  // absorbed, as decode).
+  bool mla_expanded_prefill = true;
   // Decode attention over FP8 caches on tensor cores where the shape allows (else on CUDA cores).
   bool fp8_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
@@ -100,6 +103,10 @@ class CudaOps final : public Ops {
   void paged_attention(const PagedAttentionParams& p) override;
   // DSA-lite (cuda_dsa.cc): the indexer's scoring and radix-select kernels, and attention over the chosen
   // positions on the decode kernel (GQA caches) or the latent kernels (a shared latent).
+  // MLA's expanded prefill (cuda_mla_prefill.cc): nope, rope and v multiples of 8, nope + rope <= 192, v <= 128.
+  bool supports_mla_prefill(int64_t nope, int64_t rope, int64_t v) const override;
+  void gather_context(const GatherContextParams& p) override;
+  void mla_prefill_attention(const MlaPrefillParams& p) override;
   void indexer_topk(const IndexerTopkParams& p) override;
   void sparse_paged_attention(const SparseAttentionParams& p) override;
   void key_bounds(const KeyBoundsParams& p) override;
@@ -133,6 +140,7 @@ class CudaOps final : public Ops {
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
   void set_gemv_split_by_iterations(bool on) { options_.gemv_split_by_iterations = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
+  void set_mla_expanded_prefill(bool on) { options_.mla_expanded_prefill = on; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }

@@ -78,6 +78,13 @@ MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Mla
   m.kv_row = ops.alloc(t, {max_tokens, l + r});
   m.o_latent = ops.alloc(t, {max_tokens, h * l});
   m.o = ops.alloc(t, {max_tokens, h * s.v_head_dim});
+  if (ops.supports_mla_prefill(s.qk_nope_head_dim, r, s.v_head_dim)) {
+    m.context_rows = 2 * max_tokens;
+    m.context_latent = ops.alloc(t, {m.context_rows, l});
+    m.context_rope = ops.alloc(t, {m.context_rows, r});
+    m.context_kv = ops.alloc(t, {m.context_rows, h * (s.qk_nope_head_dim + s.v_head_dim)});
+    m.key_start = ops.alloc(DType::kI32, {max_tokens + 1});
+  }
   return m;
 }
 
@@ -127,6 +134,9 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
         w_uk_t[size_t((head * l + c) * nope + d)] = w_uk[size_t((head * nope + d) * l + c)];
   DRIFT_ASSIGN_OR_RETURN(a.w_uk_t_, loader.upload(w_uk_t, {h, l, nope}));
   DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(w_uv, {h, v, l}));
+  if (loader.ops().supports_mla_prefill(nope, r, v)) {
+    DRIFT_ASSIGN_OR_RETURN(a.kv_b_proj_, upload_linear(loader, kv_b_w, h * (nope + v), l, {}));
+  }
 
   DRIFT_ASSIGN_OR_RETURN(a.o_proj_,
                          Linear::load(loader, prefix + ".o_proj", spec.hidden, heads * v, spec.bias, LinearSplit::kRow));
@@ -140,9 +150,16 @@ void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t
 
 void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
                            const Tensor& out) const {
-  const int64_t n = ctx.num_tokens, h = spec_.local_heads();
-  const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
+  project_and_cache(ops, ctx, x, scratch);
+  const Tensor o = scratch.o.view.slice(0, ctx.num_tokens);
+  if (runs_expanded(ops, ctx, scratch)) attend_expanded(ops, ctx, scratch, o);
+  else attend_absorbed(ops, ctx, scratch, o);
+  o_proj_.forward(ops, o, out);
+}
 
+void MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x,
+                                     MlaScratch& scratch) const {
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
   Tensor q_in = x;
   if (q_a_norm_) {
     q_in = scratch.q_a.view.slice(0, n);
@@ -164,12 +181,30 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   ops.write_kv({.k = kv_row.view({n, 1, l + r}), .slot_mapping = kv.slot_mapping, .k_cache = cache_.values.view,
                 .k_scale = cache_.scales.view});
+}
 
+// Only shapes decide (the step's most new tokens, its sequences times its block-table width), so a captured
+// step replays the same choice. Draft trees, SpecPV's views and its query tap stay absorbed.
+bool MlaAttention::runs_expanded(const backend::Ops& ops, const ForwardContext& ctx, const MlaScratch& scratch) const {
+  if (scratch.context_rows == 0 || !kv_b_proj_.weight.view.defined()) return false;
+  if (!ops.supports_mla_prefill(spec_.qk_nope_head_dim, spec_.qk_rope_head_dim, spec_.v_head_dim)) return false;
+  const int32_t most_new = ctx.max_query_len > 0 ? ctx.max_query_len : ctx.num_tokens;
+  if (most_new < kExpandedPrefillMinTokens) return false;
+  const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
+  if (ctx.tree_mask.defined() || kv.block_positions.defined() || ctx.query_tap != nullptr) return false;
+  const int64_t most_rows = int64_t(ctx.num_seqs) * kv.block_tables.size(1) * cache_.values.view.size(1);
+  return most_rows <= scratch.context_rows;
+}
+
+void MlaAttention::attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch,
+                                   const Tensor& o) const {
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads();
+  const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
   // Absorbed query per head: [W_UK^T q_nope | q_rope], scored against [latent | k_rope] of every cached token.
   const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, l});
-  ops.batched_linear(q_nope.view({n, h, nope}), w_uk_t_.view, q_latent);
+  ops.batched_linear(scratch.q_nope.view.slice(0, n).view({n, h, nope}), w_uk_t_.view, q_latent);
   const Tensor q = scratch.q.view.slice(0, n);
-  ops.concat(q_latent.view({n * h, l}), q_rope.view({n * h, r}), q.view({n * h, l + r}));
+  ops.concat(q_latent.view({n * h, l}), scratch.q_rope.view.slice(0, n).view({n * h, r}), q.view({n * h, l + r}));
   // SpecPV's block bounds are over the latent rows: one KV head that every absorbed query head reads.
   if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q.view({n, h, l + r}), 0, cache_.values.view);
 
@@ -181,10 +216,32 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   p.out = o_latent;
   p.scale = spec_.softmax_scale;
   ops.paged_attention(p);
-
-  const Tensor o = scratch.o.view.slice(0, n);
   ops.batched_linear(o_latent, w_uv_.view, o.view({n, h, spec_.v_head_dim}));
-  o_proj_.forward(ops, o, out);
+}
+
+// Every sequence's context (this step's rows included, just written) packed from the cache, expanded by
+// kv_b_proj into per-head key and value rows; rows past the step's context are expanded too (the product
+// runs over a shape-only bound) and never read.
+void MlaAttention::attend_expanded(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch,
+                                   const Tensor& o) const {
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads();
+  const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, v = spec_.v_head_dim;
+  const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
+  const int64_t rows = int64_t(ctx.num_seqs) * kv.block_tables.size(1) * cache_.values.view.size(1);
+  const Tensor latent = scratch.context_latent.view.slice(0, rows), k_rope = scratch.context_rope.view.slice(0, rows);
+  const Tensor key_start = scratch.key_start.view.slice(0, ctx.num_seqs + 1);
+  ops.gather_context({.k_cache = cache_.values.view, .k_scale = cache_.scales.view, .block_tables = kv.block_tables,
+                      .context_lens = ctx.context_lens, .head = latent, .tail = k_rope, .key_start = key_start});
+  const Tensor expanded = scratch.context_kv.view.slice(0, rows);
+  kv_b_proj_.forward(ops, latent, expanded);
+  ops.mla_prefill_attention({.q_nope = scratch.q_nope.view.slice(0, n).view({n, h, nope}),
+                             .q_rope = scratch.q_rope.view.slice(0, n).view({n, h, r}),
+                             .kv = expanded.view({rows, h, nope + v}),
+                             .k_rope = k_rope,
+                             .query_start = ctx.query_start,
+                             .key_start = key_start,
+                             .out = o.view({n, h, v}),
+                             .scale = spec_.softmax_scale});
 }
 
 }  // namespace drift::model

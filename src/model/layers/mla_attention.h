@@ -3,6 +3,13 @@
 // head of width L + R whose V is the first L features. The key up-projection of kv_b_proj is folded into the
 // query (q_latent = W_UK^T q_nope per head) and the value up-projection into the output (W_UV o_latent per
 // head), both laid out once at load.
+//
+// Prefill steps run the expanded form where the backend has it (Ops::supports_mla_prefill): every
+// sequence's cached latents are packed, kv_b_proj expands them into per-head keys and values, and causal
+// attention runs over those with the 192-wide (nope + rope) query instead of the 576-wide absorbed one.
+// Expanding costs a product per context row; absorbing costs (L + R + L) - (nope + rope + v) more
+// multiply-adds per (query, key, head), so the expanded form wins once a sequence brings enough new tokens
+// (kExpandedPrefillMinTokens), and is used when the step's context fits the packed buffers.
 #pragma once
 
 #include <optional>
@@ -14,6 +21,9 @@
 #include "weights/model_config.h"
 
 namespace drift::model {
+
+// The fewest new tokens of one sequence (the step's most) for which a step runs the expanded form.
+inline constexpr int32_t kExpandedPrefillMinTokens = 32;
 
 struct MlaSpec {
   int64_t hidden = 0, num_heads = 0;
@@ -46,6 +56,12 @@ struct MlaScratch {
   backend::Buffer kv_row;    // [max_tokens, L + rope]: the cache entry of each new token
   backend::Buffer o_latent;  // [max_tokens, heads * L]
   backend::Buffer o;         // [max_tokens, heads * v]
+  // The expanded form's packed context (when the backend has it): context_rows rows, twice a full step's.
+  int64_t context_rows = 0;
+  backend::Buffer context_latent;  // [context_rows, L]
+  backend::Buffer context_rope;    // [context_rows, rope]
+  backend::Buffer context_kv;      // [context_rows, heads * (nope + v)]
+  backend::Buffer key_start;       // [max_tokens + 1] int32: each sequence's first packed row
 
   static MlaScratch allocate(backend::Ops& ops, int64_t max_tokens, const MlaSpec& spec);
 };
@@ -67,6 +83,14 @@ class MlaAttention {
   const MlaSpec& spec() const { return spec_; }
 
  private:
+  // q_nope, q_rope (rotated) and the new tokens' cache rows, written to the cache.
+  void project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch) const;
+  // Whether this step runs the expanded form: a prefill-sized step whose context fits the packed buffers.
+  bool runs_expanded(const backend::Ops& ops, const ForwardContext& ctx, const MlaScratch& scratch) const;
+  // Attention into o [n, heads * v], absorbed or expanded.
+  void attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch, const Tensor& o) const;
+  void attend_expanded(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch, const Tensor& o) const;
+
   MlaSpec spec_;
   Linear q_a_proj_;                      // [q_lora_rank, hidden] when the query is compressed
   std::optional<RmsNorm> q_a_norm_;      // [q_lora_rank]
@@ -76,6 +100,7 @@ class MlaAttention {
   RmsNorm kv_a_norm_;                    // [L]
   backend::Buffer w_uk_t_;               // [H, L, nope]: per head the key up-projection, transposed
   backend::Buffer w_uv_;                 // [H, v, L]: per head the value up-projection
+  Linear kv_b_proj_;                     // [H * (nope + v), L] as stored: the expanded form's (when the backend has it)
   Linear o_proj_;                        // [hidden, H * v], row-split over the ranks' heads
   PagedKvCache cache_;  // [num_blocks, block_size, 1, cache_width] (+ FP8 scales)
 };

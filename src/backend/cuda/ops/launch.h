@@ -299,6 +299,35 @@ bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks
 int32_t mla_attention_mma_heads_per_cta();
 int32_t mla_attention_mma_ctas_per_sm();
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
+// MLA's expanded prefill (ops/mla_prefill.cu; ops.h: GatherContextParams, MlaPrefillParams). The gather
+// packs every sequence's cached latent rows; the attention runs per (64 query tokens, head) over them.
+struct GatherContextLaunch {
+  const bf16* cache = nullptr;      // [num_blocks * block_size, width] bf16, or null with cache8
+  const uint8_t* cache8 = nullptr;  // the same as e4m3 codes, with `scales`
+  const float* scales = nullptr;    // [num_blocks * block_size]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks]
+  const int32_t* context_lens = nullptr;  // [num_seqs]
+  bf16* head = nullptr;             // [rows, split]
+  bf16* tail = nullptr;             // [rows, width - split]
+  int32_t* key_start = nullptr;     // [num_seqs + 1]
+  int32_t num_seqs = 0, max_blocks = 0, block_size = 0, width = 0, split = 0;
+  int64_t rows = 0;                 // the capacity of head and tail
+};
+void run(const GatherContextLaunch& p, cudaStream_t stream);
+
+struct MlaPrefillLaunch {
+  const bf16* q_nope = nullptr;  // [num_tokens, heads, nope]
+  const bf16* q_rope = nullptr;  // [num_tokens, heads, rope]
+  const bf16* kv = nullptr;      // [rows, heads, nope + v]
+  const bf16* k_rope = nullptr;  // [rows, rope]
+  const int32_t* query_start = nullptr, *key_start = nullptr;  // [num_seqs + 1] each
+  bf16* out = nullptr;           // [num_tokens, heads, v]
+  int32_t num_tokens = 0, num_seqs = 0, heads = 0, nope = 0, rope = 0, v = 0;
+  float scale = 1.0f;
+};
+void run(const MlaPrefillLaunch& p, cudaStream_t stream);
+bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v);
+
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 constexpr int32_t kDecodeMaxSplits = 64;  // the decode kernel's in-launch merge stages this many splits' weights

@@ -17,6 +17,7 @@
 
 #include "backend/cuda/kernels/attention_keys.cuh"
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/flash_tile.cuh"
 #include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/kernels/mma.cuh"
@@ -98,92 +99,14 @@ struct TileRow {
   bool valid;
 };
 
-// Scales one key tile's scores into log2 units, masks the keys row r does not see, and folds the tile
-// into the row's running max and sum; the scores become the softmax weights and o is rescaled.
-template <int kDim, bool kGeneral>
-__device__ __forceinline__ void softmax_tile(const AttentionParams& p, const SeqKeys& keys, const TileRow& r, int i,
-                                             int key0, float (&s)[kBlockN / 8][4], float (&o)[kDim / 8][4],
-                                             float& row_max, float& row_sum) {
-  const int lane = threadIdx.x % 32;
-  const float scale_log2 = p.scale * kLog2e;
-  const int q_lo = p.sliding_window > 0 ? r.q_pos - p.sliding_window + 1 : 0;
-  float mx = row_max;
-#pragma unroll
-  for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int key = key0 + j * 8 + (lane % 4) * 2 + c;
-      float v = s[j][2 * i + c] * scale_log2;
-      bool seen;
-      if constexpr (kGeneral) {
-        seen = r.valid && key < keys.num_slots && key_visible(p, keys, r.token, r.q_pos, slot_position(p, keys, key));
-      } else {
-        seen = key <= r.q_pos && key >= q_lo;  // an invalid row's q_pos is -1: it sees nothing
-      }
-      if (!seen) v = -INFINITY;
-      s[j][2 * i + c] = v;
-      mx = fmaxf(mx, v);
-    }
-  }
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const float base = mx == -INFINITY ? 0.0f : mx;
-  const float alpha = exp2f(row_max - base);
-  row_max = mx;
-  float sum = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const float e = exp2f(s[j][2 * i + c] - base);
-      s[j][2 * i + c] = e;
-      sum += e;
-    }
-  }
-  row_sum = row_sum * alpha + sum;
-#pragma unroll
-  for (int j = 0; j < kDim / 8; ++j) {
-    o[j][2 * i] *= alpha;
-    o[j][2 * i + 1] *= alpha;
-  }
-}
-
-// S = Q K^T over one key tile (qa: this warp's Q fragments).
-template <int kDim>
-__device__ __forceinline__ void score_tile(const PrefillSmem<kDim>& sm, int stage, const uint32_t (&qa)[kDim / 16][4],
-                                           float (&s)[kBlockN / 8][4]) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int j = 0; j < kBlockN / 8; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-  for (int ks = 0; ks < kDim / 16; ++ks) {
-#pragma unroll
-    for (int np = 0; np < kBlockN / 16; ++np) {
-      uint32_t b[4];
-      ldmatrix_x4(b, &sm.k[stage][np * 16 + lane % 8 + (lane / 16) * 8][ks * 16 + ((lane / 8) % 2) * 8]);
-      mma_bf16_16816(s[2 * np], qa[ks], b[0], b[1]);
-      mma_bf16_16816(s[2 * np + 1], qa[ks], b[2], b[3]);
-    }
-  }
-}
-
-// O += P V, P taken from the score accumulators in bf16.
-template <int kDim>
-__device__ __forceinline__ void accumulate_tile(const PrefillSmem<kDim>& sm, int stage, const float (&s)[kBlockN / 8][4],
-                                                float (&o)[kDim / 8][4]) {
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int kk = 0; kk < kBlockN / 16; ++kk) {
-    const uint32_t a[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                           pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-    for (int dp = 0; dp < kDim / 16; ++dp) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, &sm.v[stage][kk * 16 + lane % 8 + ((lane / 8) % 2) * 8][dp * 16 + (lane / 16) * 8]);
-      mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
-      mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
-    }
+// Whether row r sees key slot `key`: the chain rule with the window, or (kGeneral) every key checked.
+template <bool kGeneral>
+__device__ __forceinline__ bool key_seen(const AttentionParams& p, const SeqKeys& keys, const TileRow& r, int key) {
+  if constexpr (kGeneral) {
+    return r.valid && key < keys.num_slots && key_visible(p, keys, r.token, r.q_pos, slot_position(p, keys, key));
+  } else {
+    const int q_lo = p.sliding_window > 0 ? r.q_pos - p.sliding_window + 1 : 0;
+    return key <= r.q_pos && key >= q_lo;  // an invalid row's q_pos is -1: it sees nothing
   }
 }
 
@@ -284,6 +207,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
     }
   }
   uint32_t qa[kDim / 16][4];
+  const float scale_log2 = p.scale * kLog2e;
 
   for (int it = 0; it < num_kv_tiles; ++it) {
     cp_async_wait<0>();
@@ -299,11 +223,13 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
     if (it + 1 < num_kv_tiles) load_kv((it + 1) & 1, key_begin + (it + 1) * kBlockN);
     const int stage = it & 1;
     float s[kBlockN / 8][4];
-    score_tile<kDim>(sm, stage, qa, s);
+    flash_score_tile<kDim, kBlockN>(sm.k[stage], qa, s);
+    const int key0 = key_begin + it * kBlockN;
 #pragma unroll
     for (int i = 0; i < 2; ++i)
-      softmax_tile<kDim, kGeneral>(p, keys, rows[i], i, key_begin + it * kBlockN, s, o, row_max[i], row_sum[i]);
-    accumulate_tile<kDim>(sm, stage, s, o);
+      flash_softmax_tile<kDim, kBlockN>(scale_log2, i, [&](int j) { return key_seen<kGeneral>(p, keys, rows[i], key0 + j); },
+                                        s, o, row_max[i], row_sum[i]);
+    flash_accumulate_tile<kDim, kBlockN>(sm.v[stage], s, o);
   }
   cp_async_wait<0>();
 
