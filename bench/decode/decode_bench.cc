@@ -400,9 +400,12 @@ class ModelBench {
     check(runner_->step_and_sample({&step, 1}, {&row, 1}));  // warm-up: cuBLASLt plans for this shape
     std::vector<double> times;
     for (int rep = 0; rep < 5; ++rep) {
+      // With profile_prefill, the first timed step is what a profiler started with collection off sees.
+      if (rep == 0 && profile_prefill_) DRIFT_CUDA_CHECK(cudaProfilerStart());
       const auto t0 = std::chrono::steady_clock::now();
       check(runner_->step_and_sample({&step, 1}, {&row, 1}));
       times.push_back(seconds_since(t0));
+      if (rep == 0 && profile_prefill_) DRIFT_CUDA_CHECK(cudaProfilerStop());
     }
     runner_->set_cuda_graphs(true);
     std::sort(times.begin(), times.end());
@@ -440,9 +443,9 @@ class ModelBench {
     const auto t0 = std::chrono::steady_clock::now();
     // The timed steps alone are what a profiler started with its collection off sees
     // (tools/gpu/profile_decode.sh: ncu --profile-from-start off); without one these do nothing.
-    DRIFT_CUDA_CHECK(cudaProfilerStart());
+    if (!profile_prefill_) DRIFT_CUDA_CHECK(cudaProfilerStart());
     decode_steps(prompt_, gen_);
-    DRIFT_CUDA_CHECK(cudaProfilerStop());
+    if (!profile_prefill_) DRIFT_CUDA_CHECK(cudaProfilerStop());
     Row r = decode_limits(batch, seconds_since(t0) / gen_);
     r.workload = label;
     // The runner's host work before the device can start each step (check, pack, upload, launch).
@@ -595,6 +598,8 @@ class ModelBench {
 
  public:
   int max_batch() const { return max_batch_; }
+  // The profiler brackets one prefill step instead of the timed decode steps.
+  void set_profile_prefill(bool on) { profile_prefill_ = on; }
 
  private:
   // Greedy, as the llama.cpp figures were taken; the output so far is the bench's tokens after the prompt.
@@ -649,6 +654,7 @@ class ModelBench {
   const Shape& s_;
   std::string name_ = s_.name;  // the shape's name, + the retrofit variant's
   int max_batch_ = 1;
+  bool profile_prefill_ = false;
   backend::CudaOps& ops_;
   Ceilings ceil_;
   int prompt_, gen_;
@@ -706,7 +712,7 @@ struct Options {
   int prompt = 512, gen = 128;
   bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false, roofline_only = false;
   bool moe_kernels = false;
-  bool mla_prefill = false;
+  bool mla_prefill = false, profile_prefill = false;
   std::string markdown, loader = "fast";
   std::vector<int> eagle_trees;
   std::vector<double> eagle_taus;
@@ -736,6 +742,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--roofline", o.roof, "time each op of a decode step alone (per model shape)");
   app.add_option("--mla-prefill", o.mla_prefill,
                  "MLA shapes: prefill rows run eagerly in the expanded and the absorbed form (the switch point)");
+  app.add_option("--profile-prefill", o.profile_prefill,
+                 "a profiler started with collection off sees the first timed prefill step instead of the decode steps");
   app.add_option("--moe-kernels", o.moe_kernels, "MoE shapes: batch-1 forward-only graph rows with the one-token experts on and off");
   app.add_option("--ablate", o.ablate,
                  "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
@@ -938,6 +946,7 @@ int run(int argc, char** argv) {
       }
       ModelBench b(s, ops, ceil, o.prompt, o.gen, max_batch, max_prefill, o.loader == "fast", std::move(ranks),
                    o.expert_parallel, retrofit, o.kv_cache_dtype == "fp8" ? DType::kF8E4M3 : DType::kBF16);
+      b.set_profile_prefill(o.profile_prefill);
       bench_model(b, s, o, ops, rows);
       format_table(prop, ceil, o, rows, roof_rows);  // written after each model: a run cut short keeps it
       std::fflush(stdout);

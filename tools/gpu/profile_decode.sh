@@ -7,7 +7,8 @@
 # against the graph step says how much launch overlap and tails cost.
 #   bash tools/gpu/profile_decode.sh [model shape ...]   (default gpt-oss-20b; builds build-gpu if needed)
 # PROMPT (default 512) is the context the steps start at; EXTRA (drift_bench_decode arguments) applies to
-# every shape. Tables and logs go to $OUT.
+# every shape. PREFILL=N profiles one prefill step of N tokens instead of the decode steps. Tables and logs
+# go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
@@ -24,13 +25,15 @@ for MODEL in "$@"; do
   # Prompt PROMPT (default 512), then the timed steps through the runner with graphs; under ncu only
   # those steps are profiled (the bench brackets them with cudaProfilerStart/Stop).
   # shellcheck disable=SC2086
-  "$BENCH" --model "$MODEL" --batch 1 --prefill 16 --prompt "${PROMPT:-512}" --gen 64 --eager false \
-    --forward-only false --markdown "$OUT/step_$MODEL.md" ${EXTRA:-} >"$OUT/step_$MODEL.log" 2>&1
+  [ -z "${PREFILL:-}" ] && "$BENCH" --model "$MODEL" --batch 1 --prefill 16 --prompt "${PROMPT:-512}" --gen 64 \
+    --eager false --forward-only false --markdown "$OUT/step_$MODEL.md" ${EXTRA:-} >"$OUT/step_$MODEL.log" 2>&1
   CSV=$OUT/ncu_$MODEL.csv
+  WHAT=(--prefill 16 --gen 4)
+  [ -n "${PREFILL:-}" ] && WHAT=(--prefill "$PREFILL" --gen 1 --profile-prefill true)
   # shellcheck disable=SC2086
   timeout 400 "$NCU" --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
     --profile-from-start off \
-    "$BENCH" --model "$MODEL" --batch 1 --prefill 16 --prompt "${PROMPT:-512}" --gen 4 --eager false \
+    "$BENCH" --model "$MODEL" --batch 1 "${WHAT[@]}" --prompt "${PROMPT:-512}" --eager false \
     --forward-only false ${EXTRA:-} >"$CSV" 2>"$OUT/ncu_$MODEL.err"
   echo "== $MODEL: ncu rc=$? =="
   grep -E "decode b=1" "$OUT/step_$MODEL.md" || tail -3 "$OUT/step_$MODEL.log"
@@ -52,6 +55,6 @@ total = sum(sum(v) for v in per.values())
 print(f"{'kernel':70s} {'count':>6s} {'mean us':>9s} {'total us':>10s}")
 for name, v in sorted(per.items(), key=lambda kv: -sum(kv[1])):
     print(f"{name:70s} {len(v):6d} {sum(v)/len(v):9.2f} {sum(v):10.1f}")
-print(f"total {total:.1f} us over {sum(len(v) for v in per.values())} kernels (4 decode steps)")
+print(f"total {total:.1f} us over {sum(len(v) for v in per.values())} kernels (4 decode steps, or one prefill step)")
 PY
 done
