@@ -7,8 +7,8 @@
 # against the graph step says how much launch overlap and tails cost.
 #   bash tools/gpu/profile_decode.sh [model shape ...]   (default gpt-oss-20b; builds build-gpu if needed)
 # PROMPT (default 512) is the context the steps start at; EXTRA (drift_bench_decode arguments) applies to
-# every shape. PREFILL=N profiles one prefill step of N tokens instead of the decode steps. Tables and logs
-# go to $OUT.
+# every shape. PREFILL=N profiles one prefill step of N tokens instead of the decode steps; STEP=0 skips the
+# graph step's timing run; GEN (default 4) sets the decode steps profiled. Tables and logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
@@ -25,10 +25,10 @@ for MODEL in "$@"; do
   # Prompt PROMPT (default 512), then the timed steps through the runner with graphs; under ncu only
   # those steps are profiled (the bench brackets them with cudaProfilerStart/Stop).
   # shellcheck disable=SC2086
-  [ -z "${PREFILL:-}" ] && "$BENCH" --model "$MODEL" --batch 1 --prefill 16 --prompt "${PROMPT:-512}" --gen 64 \
+  [ -z "${PREFILL:-}" ] && [ "${STEP:-1}" = 1 ] && "$BENCH" --model "$MODEL" --batch 1 --prefill 16 --prompt "${PROMPT:-512}" --gen 64 \
     --eager false --forward-only false --markdown "$OUT/step_$MODEL.md" ${EXTRA:-} >"$OUT/step_$MODEL.log" 2>&1
   CSV=$OUT/ncu_$MODEL.csv
-  WHAT=(--prefill 16 --gen 4)
+  WHAT=(--prefill 16 --gen "${GEN:-4}")
   [ -n "${PREFILL:-}" ] && WHAT=(--prefill "$PREFILL" --gen 1 --profile-prefill true)
   # shellcheck disable=SC2086
   timeout 400 "$NCU" --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
