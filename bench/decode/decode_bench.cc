@@ -365,8 +365,10 @@ class ModelBench {
     std::printf("%s: %.2fB parameters, random weights written in %.1f s, loaded in %.1f s\n", name_.c_str(),
                 double(model_->num_parameters()) * 1e-9, t_write, seconds_since(t0) - t_write);
     num_kv_groups_ = model_->kv_specs(kv_dtype).size();
-    print_pool_fit(prompt + gen);
-    blocks_per_seq_ = (prompt + gen + kBlockSize - 1) / kBlockSize;
+    // Each decode run starts at the prompt: its warm-up steps or its timed ones, whichever are more.
+    const int decoded = prompt + std::max(gen, kWarmupSteps);
+    print_pool_fit(decoded);
+    blocks_per_seq_ = (decoded + kBlockSize - 1) / kBlockSize;
     max_batch_ = fitting_batch(max_batch);
     runner::RunnerConfig& rc = runner_config_;
     rc.max_num_tokens = std::max(max_prefill, 1024);
@@ -374,7 +376,7 @@ class ModelBench {
     rc.cuda_graphs = true;
     rc.block_size = kBlockSize;
     rc.kv_dtype = kv_dtype;
-    rc.max_model_len = std::max(max_prefill, prompt + gen) + kBlockSize;
+    rc.max_model_len = std::max(max_prefill, decoded) + kBlockSize;
     prefill_first_block_ = blocks_per_seq_ * max_batch_;
     // The same block ids in every group's pool (group_tables): each pool as large as the full one.
     rc.num_blocks.assign(num_kv_groups_, prefill_first_block_ + rc.max_model_len / kBlockSize + 1);
@@ -387,7 +389,7 @@ class ModelBench {
     for (auto& seq : tokens_) seq.clear();
     tokens_.resize(size_t(max_batch_));
     for (auto& seq : tokens_)
-      for (int i = 0; i < std::max(prompt + gen, max_prefill); ++i) seq.push_back(token(rng));
+      for (int i = 0; i < std::max(decoded, max_prefill); ++i) seq.push_back(token(rng));
   }
 
   // A prompt of n tokens in one step; graphs off runs it eagerly (so that a backend option switched since a
@@ -438,7 +440,7 @@ class ModelBench {
         check(runner_->step_and_sample(steps, rows));
       }
     };
-    decode_steps(prompt_, 3);  // warm-up, and the graph capture (rewritten below)
+    decode_steps(prompt_, kWarmupSteps);  // warm-up, and the graph capture (rewritten below)
     const runner::ModelRunner::StepTimes before = runner_->step_times();
     const auto t0 = std::chrono::steady_clock::now();
     // The timed steps alone are what a profiler started with its collection off sees
@@ -451,7 +453,7 @@ class ModelBench {
     // The runner's host work before the device can start each step (check, pack, upload, launch).
     const double launch_ms = (runner_->step_times().launch - before.launch) * 1e3 / gen_;
     std::printf("  %s: %lld of %d steps replayed from a graph (%lld graphs so far); runner launch %.3f ms a step\n",
-                label.c_str(), static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + 3,
+                label.c_str(), static_cast<long long>(runner_->num_graph_replays() - replays_before), gen_ + kWarmupSteps,
                 static_cast<long long>(runner_->num_graphs()), launch_ms);
     runner_->set_cuda_graphs(true);
     return r;
@@ -552,6 +554,7 @@ class ModelBench {
 
  private:
   static constexpr int kBlockSize = 16;
+  static constexpr int kWarmupSteps = 3;  // decode steps before the timed ones (the graph capture among them)
 
   void prefill_prompts(int batch) {
     if (prompt_ > max_tokens_) return prefill_long_prompts(batch);

@@ -108,6 +108,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
   for (const std::string& file : options.extra_weight_files) DRIFT_RETURN_IF_ERROR(store.add_file(file));
   if (!options.retrofit_file.empty()) DRIFT_RETURN_IF_ERROR(store.add_file(options.retrofit_file));
   WeightLoader loader = WeightLoader::from_store(store, ops);
+  if (config.quant_block_size.size() == 2) loader.set_fp8_block(config.quant_block_size[0], config.quant_block_size[1]);
   if (options.progress) {
     size_t total = 0;
     for (const std::string& name : store.names()) total += (*store.get(name))->bytes.size();

@@ -200,7 +200,37 @@ Status WeightLoader::read_f32(const std::string& name, const std::vector<int64_t
   fill_part(shape, shard, [&](int64_t to, int64_t first, int64_t n) {
     convert_to_f32(bytes + size_t(first) * elem, info->dtype, dst + to, size_t(n));
   });
+  if (info->dtype == DType::kF8E4M3 || info->dtype == DType::kF8E5M2)
+    DRIFT_RETURN_IF_ERROR(scale_fp8_blocks(name, shape, shard, dst));
   count(name, shape, info->bytes.size() / size_t(shard.world));
+  return Status::Ok();
+}
+
+Status WeightLoader::scale_fp8_blocks(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
+                                      float* dst) {
+  const std::string scale_name = name + "_scale_inv";
+  if (!store_->contains(scale_name))
+    return unsupported(fmt::format("tensor '{}' is FP8 without block scales ('{}'); only block-scaled FP8 "
+                                   "(quantization_config.weight_block_size, as DeepSeek-V3 ships) is supported",
+                                   name, scale_name));
+  // The tiles are of the stored matrix: a read as [heads, rows, cols] (MLA's) is that matrix's rows.
+  const int64_t cols = shape.back(), rows = product(shape, 0, shape.size() - 1);
+  const int64_t block_rows = fp8_block_[0], block_cols = fp8_block_[1];
+  const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
+  DRIFT_ASSIGN_OR_RETURN(const weights::TensorInfo* scales,
+                         store_->get(scale_name, {(rows + block_rows - 1) / block_rows, scale_cols}));
+  if (!is_float(scales->dtype))
+    return invalid_argument(fmt::format("tensor '{}' has dtype {}, expected a floating-point type", scale_name,
+                                        dtype_name(scales->dtype)));
+  std::vector<float> scale(size_t(scales->bytes.size() / dtype_size(scales->dtype)));
+  convert_to_f32(scales->bytes.data(), scales->dtype, scale.data(), scale.size());
+  fill_part(shape, shard, [&](int64_t to, int64_t first, int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t r = (first + k) / cols, c = (first + k) % cols;
+      dst[to + k] *= scale[size_t((r / block_rows) * scale_cols + c / block_cols)];
+    }
+  });
+  count(scale_name, {0}, scales->bytes.size());
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 // files opened beside it), or seeded random numbers so any config.json can be benchmarked without weights.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -75,6 +76,10 @@ class WeightLoader {
     progress_ = std::move(progress);
     bytes_total_ = total;
   }
+  // FP8 weights stored with block scales ("<name>_scale_inv", one per tile of this many rows and columns:
+  // quantization_config.weight_block_size, DeepSeek-V3's and Qwen3-FP8's format) are decoded on the host as
+  // code * scale. 128 x 128 unless the config says otherwise.
+  void set_fp8_block(int64_t rows, int64_t cols) { fp8_block_ = {rows, cols}; }
   backend::Ops& ops() { return *ops_; }
   // Elements of every distinct tensor read so far, whole (the model's parameter count once it is built).
   int64_t num_parameters() const { return num_parameters_; }
@@ -86,6 +91,8 @@ class WeightLoader {
   Status read_f32(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard,
                   std::vector<float>& out);
   void count(const std::string& name, const std::vector<int64_t>& shape, size_t bytes_read);
+  // dst (the shard's part of FP8 weight `name`, decoded codes) times its block scales.
+  Status scale_fp8_blocks(const std::string& name, const std::vector<int64_t>& shape, const Shard& shard, float* dst);
 
   const weights::WeightStore* store_;
   uint64_t seed_;
@@ -99,6 +106,7 @@ class WeightLoader {
   std::vector<uint16_t> bf16_;
   std::set<std::string> counted_;
   int64_t num_parameters_ = 0;
+  std::array<int64_t, 2> fp8_block_ = {128, 128};
 };
 
 // The shard's part of `whole` (fp32 of `shape`), for layouts a model derives on the host before upload.

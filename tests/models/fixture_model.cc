@@ -16,8 +16,13 @@ std::string fixture_dir(const std::string& name) { return std::string(DRIFT_FIXT
 
 FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t num_blocks,
                           std::optional<DType> kv_dtype) {
+  return load_fixture_dir(fixture_dir(name), block_size, num_blocks, kv_dtype);
+}
+
+FixtureModel load_fixture_dir(const std::string& dir, int32_t block_size, int32_t num_blocks,
+                              std::optional<DType> kv_dtype) {
   FixtureModel f;
-  f.dir = fixture_dir(name);
+  f.dir = dir;
   f.ops = backend::make_cpu_ops();
   model::LoadOptions load;
   load.kv_dtype = kv_dtype;
@@ -45,7 +50,7 @@ FixtureModel load_fixture(const std::string& name, int32_t block_size, int32_t n
     g.greedy = p["greedy"].get<std::vector<int32_t>>();
     g.greedy_margin = p["greedy_top2_margin"].get<std::vector<double>>();
     if (p.contains("router_token_margin")) g.router_margin = p["router_token_margin"].get<std::vector<double>>();
-    EXPECT_TRUE(g.router_margin.empty() || g.router_margin.size() == g.ids.size()) << name << " prompt " << i;
+    EXPECT_TRUE(g.router_margin.empty() || g.router_margin.size() == g.ids.size()) << dir << " prompt " << i;
     const weights::TensorInfo* t = logits_file->find("logits." + std::to_string(i));
     EXPECT_NE(t, nullptr);
     g.logits.resize(size_t(t->numel()));

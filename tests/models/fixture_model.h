@@ -35,6 +35,9 @@ std::string fixture_dir(const std::string& name);
 // cache in `kv_dtype` (unset: the compute dtype, fp32).
 FixtureModel load_fixture(const std::string& name, int32_t block_size = 16, int32_t num_blocks = 64,
                           std::optional<DType> kv_dtype = std::nullopt);
+// The same from a folder holding a fixture's files (a copy of one, changed by a test).
+FixtureModel load_fixture_dir(const std::string& dir, int32_t block_size = 16, int32_t num_blocks = 64,
+                              std::optional<DType> kv_dtype = std::nullopt);
 // A runner of one KV group for tests: num_blocks blocks of block_size tokens, steps of up to max_tokens
 // tokens and 4 sequences, sequences of up to max_model_len tokens.
 runner::RunnerConfig small_runner_config(int32_t block_size, int32_t num_blocks, int32_t max_tokens,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,68 @@ void fill_bf16_matrix(const std::string& model_dir, const std::string& tensor,
         }
       return bytes;
     });
+}
+
+namespace {
+
+// One tensor of quantize_fp8_blocks: its codes (or decoded values) and the block scales.
+void append_fp8_blocks(const weights::TensorInfo& t, int64_t block_rows, int64_t block_cols, bool decoded,
+                       std::vector<weights::TensorToWrite>& out) {
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  const int64_t scale_rows = (rows + block_rows - 1) / block_rows, scale_cols = (cols + block_cols - 1) / block_cols;
+  std::vector<float> values(size_t(t.numel())), scales(size_t(scale_rows * scale_cols), 0.0f);
+  convert_to_f32(t.bytes.data(), t.dtype, values.data(), values.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      float& s = scales[size_t((r / block_rows) * scale_cols + c / block_cols)];
+      s = std::max(s, std::abs(values[size_t(r * cols + c)]) / 448.0f);
+    }
+  std::vector<std::byte> codes(values.size()), fp32(values.size() * 4);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const size_t i = size_t(r * cols + c);
+      const float s = scales[size_t((r / block_rows) * scale_cols + c / block_cols)];
+      const uint8_t code = s > 0.0f ? f32_to_f8e4m3(values[i] / s) : uint8_t(0);
+      const float value = f8e4m3_to_f32(code) * s;
+      codes[i] = std::byte(code);
+      std::memcpy(fp32.data() + i * 4, &value, 4);
+    }
+  if (decoded) {
+    out.emplace_back(t.name, DType::kF32, t.shape, std::move(fp32));
+    return;
+  }
+  out.emplace_back(t.name, DType::kF8E4M3, t.shape, std::move(codes));
+  std::vector<std::byte> scale_bytes(scales.size() * 4);
+  std::memcpy(scale_bytes.data(), scales.data(), scale_bytes.size());
+  out.emplace_back(t.name + "_scale_inv", DType::kF32, std::vector<int64_t>{scale_rows, scale_cols}, std::move(scale_bytes));
+}
+
+}  // namespace
+
+void quantize_fp8_blocks(const std::string& model_dir, const std::function<bool(const std::string&)>& pick,
+                         int64_t block_rows, int64_t block_cols, bool decoded) {
+  for (const fs::path& file : weight_files(model_dir)) {
+    std::vector<weights::TensorToWrite> tensors;
+    {
+      auto f = weights::SafetensorsFile::open(file.string());
+      if (!f.ok()) throw std::runtime_error(f.status().to_string());
+      for (const std::string& name : f->names()) {
+        const weights::TensorInfo* t = f->find(name);
+        if (pick(name) && t->shape.size() == 2 && is_float(t->dtype))
+          append_fp8_blocks(*t, block_rows, block_cols, decoded, tensors);
+        else
+          tensors.emplace_back(name, t->dtype, t->shape, std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
+      }
+    }
+    if (Status s = weights::write_safetensors(file.string(), tensors, {{"format", "pt"}}); !s.ok())
+      throw std::runtime_error(s.to_string());
+    // A sharded folder's index names the file of every tensor, the new scales included.
+    const fs::path index = fs::path(model_dir) / "model.safetensors.index.json";
+    if (!fs::exists(index)) continue;
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(index));
+    for (const weights::TensorToWrite& t : tensors) j["weight_map"][std::get<0>(t)] = file.filename().string();
+    std::ofstream(index) << j.dump(2);
+  }
 }
 
 }  // namespace drift::testing

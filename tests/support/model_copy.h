@@ -34,4 +34,12 @@ std::string copy_model_with_harmony_tokens(const std::string& model_dir, const J
 void fill_bf16_matrix(const std::string& model_dir, const std::string& tensor,
                       const std::function<float(int64_t row, int64_t column)>& value);
 
+// Rewrites every 2-D floating-point tensor of the folder `model_dir` (a copy) whose name `pick` accepts as
+// block-scaled FP8, the format DeepSeek-V3 ships: F8E4M3 codes and "<name>_scale_inv" (fp32, one scale per
+// block_rows x block_cols tile, the tile's largest magnitude / 448). With `decoded`, the tensor becomes
+// instead the fp32 values those codes and scales stand for (code * scale), so that a model loaded from
+// either holds the same weights.
+void quantize_fp8_blocks(const std::string& model_dir, const std::function<bool(const std::string&)>& pick,
+                         int64_t block_rows, int64_t block_cols, bool decoded);
+
 }  // namespace drift::testing
