@@ -1,5 +1,6 @@
 #include "model/layers/mla_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -79,7 +80,11 @@ MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Mla
   m.o_latent = ops.alloc(t, {max_tokens, h * l});
   m.o = ops.alloc(t, {max_tokens, h * s.v_head_dim});
   if (ops.supports_mla_prefill(s.qk_nope_head_dim, r, s.v_head_dim)) {
-    m.context_rows = 2 * max_tokens;
+    // As many packed rows as kContextBytes hold, at least two full steps' and at most kMaxContextRows, so
+    // that a long prompt's chunks run expanded until its context outgrows them (then absorbed).
+    constexpr int64_t kContextBytes = int64_t(256) << 20, kMaxContextRows = 65536;
+    const int64_t row_bytes = (l + r + h * (s.qk_nope_head_dim + s.v_head_dim)) * int64_t(dtype_size(t));
+    m.context_rows = std::max(2 * max_tokens, std::min(kContextBytes / row_bytes, kMaxContextRows));
     m.context_latent = ops.alloc(t, {m.context_rows, l});
     m.context_rope = ops.alloc(t, {m.context_rows, r});
     m.context_kv = ops.alloc(t, {m.context_rows, h * (s.qk_nope_head_dim + s.v_head_dim)});

@@ -56,7 +56,8 @@ struct MlaScratch {
   backend::Buffer kv_row;    // [max_tokens, L + rope]: the cache entry of each new token
   backend::Buffer o_latent;  // [max_tokens, heads * L]
   backend::Buffer o;         // [max_tokens, heads * v]
-  // The expanded form's packed context (when the backend has it): context_rows rows, twice a full step's.
+  // The expanded form's packed context (when the backend has it): context_rows rows, as many as 256 MiB
+  // hold (at least two full steps', at most 64k; DeepSeek-V2-Lite in bf16: 28.7k).
   int64_t context_rows = 0;
   backend::Buffer context_latent;  // [context_rows, L]
   backend::Buffer context_rope;    // [context_rows, rope]
