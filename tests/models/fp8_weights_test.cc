@@ -2,13 +2,15 @@
 // and Qwen3-FP8's checkpoints): every projection of a fixture rewritten as F8E4M3 codes with their
 // "_scale_inv" tiles must load as the values code * scale stand for — the same logits, bit for bit, as
 // the fixture with those values written out in fp32 — and stay near transformers' goldens (the codes'
-// rounding only; DeepSeek-V3's router near-ties excepted). Tiles of 16 x 24 cross the fixtures' widths unevenly. An FP8 weight without its scales
-// is refused by name: its codes alone are not its values.
+// rounding only; DeepSeek-V3's router near-ties excepted). Tiles of 16 x 24 cross the fixtures' widths
+// unevenly. An FP8 weight without its scales, or with scales of another tile size than the config's, is
+// refused by name: its codes alone are not its values.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "fixture_model.h"
@@ -95,6 +97,19 @@ TEST_P(Fp8WeightsTest, RefusesCodesWithoutTheirScales) {
   auto model = model::load_model(dir, *ops, {});
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find(dropped), std::string::npos) << model.status().to_string();
+}
+
+TEST_P(Fp8WeightsTest, RefusesScalesOfAnotherTileSize) {
+  const std::string dir = fp8_copy(GetParam(), false);
+  // The config now claims 8 x 8 tiles: every weight's scales have the shape of 16 x 24 ones.
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  config["quantization_config"]["weight_block_size"] = {8, 8};
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  auto ops = backend::make_cpu_ops();
+  auto model = model::load_model(dir, *ops, {});
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("_scale_inv"), std::string::npos) << model.status().to_string();
+  EXPECT_NE(model.status().message().find("expected"), std::string::npos) << model.status().to_string();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8WeightsTest, ::testing::Values("llama", "qwen3", "deepseek_v2", "deepseek_v3"),
