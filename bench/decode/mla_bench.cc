@@ -10,6 +10,9 @@
 // beside the CUDA-core one with the relative difference of their outputs (a check that both computed the
 // same thing on these inputs; the op tests hold them to the CPU oracle).
 //
+// `--max-splits 16 64 256` repeats the rows under each cap on the key splits (CudaOptions::mla_max_splits),
+// to see where the split rule should stop at batch 1.
+//
 // The cache is random bf16 (a 64 MiB random pattern tiled over it), or with --fp8 random e4m3 codes with a
 // scale per row (--kv-cache-dtype fp8: half the bytes a row), the block tables a random permutation of the
 // pool's blocks, as a long-running server's would be.
@@ -109,9 +112,23 @@ MlaRow measure(backend::CudaOps& ops, const Geometry& g, const LatentCache& cach
   return r;
 }
 
+// One table row (and a progress line): `cap` the split cap it ran under (0: the split rule's own).
+std::string format_row(const MlaRow& r, int32_t cap, double copy_bandwidth) {
+  const double bandwidth = r.bytes / (r.us_tensor_cores * 1e-6);
+  std::printf("heads %lld batch %lld context %lld splits cap %d: %.1f us (%.0f%% of copy), CUDA cores %.1f us\n",
+              static_cast<long long>(r.heads), static_cast<long long>(r.batch), static_cast<long long>(r.context), cap,
+              r.us_tensor_cores, 100.0 * bandwidth / copy_bandwidth, r.us_cuda_cores);
+  std::fflush(stdout);
+  return fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% | {:.1f} | {:.2f}x | {:.1e} |\n", r.heads, r.batch,
+                     r.context, cap > 0 ? fmt::format("{}", cap) : std::string("rule"), r.us_tensor_cores,
+                     bandwidth * 1e-9, 100.0 * bandwidth / copy_bandwidth, r.us_cuda_cores,
+                     r.us_cuda_cores / r.us_tensor_cores, r.difference);
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"MLA decode attention over a paged latent cache: tensor-core and CUDA-core kernels"};
   std::vector<int64_t> heads{16, 128}, batches{1, 16, 64}, contexts{1024, 4096, 32768};
+  std::vector<int32_t> split_caps{0};
   int64_t block_size = 64;
   Geometry geometry;
   std::string markdown;
@@ -122,6 +139,7 @@ int run(int argc, char** argv) {
   app.add_option("--width", geometry.width, "values per latent row (DeepSeek: 512 + 64 rope)");
   app.add_option("--dv", geometry.dv, "the first values of a row that are V");
   app.add_option("--fp8", geometry.fp8, "an FP8 (e4m3) latent cache with a scale per row");
+  app.add_option("--max-splits", split_caps, "rows again under each cap on the key splits (0: the split rule's own)");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach a log even if the run is cut short
@@ -139,23 +157,17 @@ int run(int argc, char** argv) {
   std::mt19937 rng(3);
   std::string table = fmt::format(
       "GPU: {} | copy {:.2f} TB/s | latent rows of {} ({}), values the first {}, block size {}\n\n"
-      "| heads | batch | context | tensor cores us | GB/s | of copy bandwidth | CUDA cores us | speedup | kernels differ by |\n"
-      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      "| heads | batch | context | splits cap | tensor cores us | GB/s | of copy bandwidth | CUDA cores us | speedup | "
+      "kernels differ by |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       prop.name, ceil.bandwidth * 1e-12, geometry.width, geometry.fp8 ? "fp8 + a scale per row" : "bf16", geometry.dv,
       block_size);
-  for (int64_t h : heads)
-    for (int64_t b : batches)
-      for (int64_t c : contexts) {
-        const MlaRow r = measure(ops, geometry, cache, block_size, h, b, c, rng);
-        const double bandwidth = r.bytes / (r.us_tensor_cores * 1e-6);
-        table += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% | {:.1f} | {:.2f}x | {:.1e} |\n", h, b, c,
-                             r.us_tensor_cores, bandwidth * 1e-9, 100.0 * bandwidth / ceil.bandwidth, r.us_cuda_cores,
-                             r.us_cuda_cores / r.us_tensor_cores, r.difference);
-        std::printf("heads %lld batch %lld context %lld: %.1f us (%.0f%% of copy), CUDA cores %.1f us\n",
-                    static_cast<long long>(h), static_cast<long long>(b), static_cast<long long>(c), r.us_tensor_cores,
-                    100.0 * bandwidth / ceil.bandwidth, r.us_cuda_cores);
-        std::fflush(stdout);
-      }
+  for (int32_t cap : split_caps) {
+    ops.set_mla_max_splits(cap);
+    for (int64_t h : heads)
+      for (int64_t b : batches)
+        for (int64_t c : contexts)
+          table += format_row(measure(ops, geometry, cache, block_size, h, b, c, rng), cap, ceil.bandwidth);
+  }
   print_table(table, markdown);
   return 0;
 }

@@ -521,9 +521,10 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   const int64_t slots = int64_t(num_sms_) * cuda::mla_attention_ctas_per_sm(kernel);
   const int64_t max_keys = most_keys(a);
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim_v + 2);
+  const int64_t cap = options_.mla_max_splits > 0 ? std::min(options_.mla_max_splits, cuda::kMlaMaxSplits)
+                                                   : cuda::kMlaMaxSplits;
   const int64_t max_splits = std::max<int64_t>(
-      1, std::min<int64_t>({(max_keys + 63) / 64, cuda::kMlaMaxSplits,
-                                  int64_t(options_.attention_workspace_bytes / 4) / per_split_floats}));
+      1, std::min<int64_t>({(max_keys + 63) / 64, cap, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats}));
   int64_t splits = 1;
   double best = -1.0;
   for (int64_t s = 1; s <= max_splits; ++s) {

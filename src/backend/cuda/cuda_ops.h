@@ -35,6 +35,9 @@ struct CudaOptions {
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
   // absorbed, as decode).
   bool mla_expanded_prefill = true;
+  // The most key splits an MLA decode launch may use (0: the split rule's own cap, kMlaMaxSplits); a
+  // benchmark's knob for where the rule should stop (drift_bench_mla --max-splits).
+  int32_t mla_max_splits = 0;
   // Decode attention over FP8 caches on tensor cores where the shape allows (else on CUDA cores).
   bool fp8_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
@@ -141,6 +144,7 @@ class CudaOps final : public Ops {
   void set_gemv_split_by_iterations(bool on) { options_.gemv_split_by_iterations = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
   void set_mla_expanded_prefill(bool on) { options_.mla_expanded_prefill = on; }
+  void set_mla_max_splits(int32_t n) { options_.mla_max_splits = n; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
