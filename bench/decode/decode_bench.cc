@@ -480,6 +480,7 @@ class ModelBench {
 
     model::ForwardContext ctx;
     ctx.num_tokens = ctx.num_seqs = ctx.num_logits = batch;
+    ctx.max_query_len = 1;
     const Tensor all = step_d.view;
     ctx.token_ids = all.slice(0, batch);
     ctx.positions = all.slice(batch, 2 * batch);

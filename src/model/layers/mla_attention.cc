@@ -189,12 +189,12 @@ void MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ct
 }
 
 // Only shapes decide (the step's most new tokens, its sequences times its block-table width), so a captured
-// step replays the same choice. Draft trees, SpecPV's views and its query tap stay absorbed.
+// step replays the same choice. Draft trees, SpecPV's views and its query tap stay absorbed, and so does a
+// step whose most new tokens are not known.
 bool MlaAttention::runs_expanded(const backend::Ops& ops, const ForwardContext& ctx, const MlaScratch& scratch) const {
   if (scratch.context_rows == 0 || !kv_b_proj_.weight.view.defined()) return false;
   if (!ops.supports_mla_prefill(spec_.qk_nope_head_dim, spec_.qk_rope_head_dim, spec_.v_head_dim)) return false;
-  const int32_t most_new = ctx.max_query_len > 0 ? ctx.max_query_len : ctx.num_tokens;
-  if (most_new < kExpandedPrefillMinTokens) return false;
+  if (ctx.max_query_len < kExpandedPrefillMinTokens) return false;  // 0, unknown: a decode batch may be many tokens
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   if (ctx.tree_mask.defined() || kv.block_positions.defined() || ctx.query_tap != nullptr) return false;
   const int64_t most_rows = int64_t(ctx.num_seqs) * kv.block_tables.size(1) * cache_.values.view.size(1);
