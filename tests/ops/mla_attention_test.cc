@@ -122,6 +122,22 @@ TEST_P(MlaAttentionTest, CudaCoreKernelMatchesCpu) {
   EXPECT_CLOSE(tensor_cores, cuda_cores, kAttention) << c.name << ": the two kernels";
 }
 
+// Under a cap on the key splits (CudaOptions::mla_max_splits, drift_bench_mla's knob): one split (no merge)
+// and an odd count give the CPU's answer too.
+TEST_P(MlaAttentionTest, SplitCapsMatchCpu) {
+  const MlaCase& c = GetParam();
+  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+  ASSERT_NE(cuda, nullptr);
+  KeyInputs in = build_inputs(key_case(c), rng_);
+  if (c.scale > 0.0f) in.scale = c.scale;
+  const auto want = run(*cpu_, false, c, in);
+  for (const int32_t cap : {1, 3}) {
+    cuda->set_mla_max_splits(cap);
+    EXPECT_CLOSE(run(*gpu_, true, c, in), want, kAttention) << c.name << ": at most " << cap << " splits";
+  }
+  cuda->set_mla_max_splits(0);
+}
+
 const std::vector<int32_t> kSmallTree{-1, 0, 0, 1, 1, 2, 3, 3, 4, 5, 5, 6};
 
 INSTANTIATE_TEST_SUITE_P(
