@@ -38,22 +38,30 @@ std::vector<std::byte> nan_bytes(DType dtype, int64_t numel) {
   return out;
 }
 
-// New bytes for a tensor, or nullopt to keep it.
-using TensorEdit = std::function<std::optional<std::vector<std::byte>>(const weights::TensorInfo&)>;
+// What a tensor of the file becomes: appended to `out` (none, itself, or several tensors).
+using FileEdit = std::function<void(const weights::TensorInfo&, std::vector<weights::TensorToWrite>& out)>;
 
-void rewrite_tensors(const fs::path& file, const TensorEdit& edit) {
+// Rewrites the file tensor by tensor; returns what it wrote.
+std::vector<weights::TensorToWrite> rewrite_file(const fs::path& file, const FileEdit& edit) {
   std::vector<weights::TensorToWrite> tensors;
   {
     auto f = weights::SafetensorsFile::open(file.string());
     if (!f.ok()) throw std::runtime_error(f.status().to_string());
-    for (const std::string& name : f->names()) {
-      const weights::TensorInfo* t = f->find(name);
-      std::optional<std::vector<std::byte>> bytes = edit(*t);
-      tensors.emplace_back(name, t->dtype, t->shape, bytes ? std::move(*bytes) : std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
-    }
+    for (const std::string& name : f->names()) edit(*f->find(name), tensors);
   }
   if (Status s = weights::write_safetensors(file.string(), tensors, {{"format", "pt"}}); !s.ok())
     throw std::runtime_error(s.to_string());
+  return tensors;
+}
+
+// New bytes for a tensor, or nullopt to keep it.
+using TensorEdit = std::function<std::optional<std::vector<std::byte>>(const weights::TensorInfo&)>;
+
+void rewrite_tensors(const fs::path& file, const TensorEdit& edit) {
+  rewrite_file(file, [&](const weights::TensorInfo& t, std::vector<weights::TensorToWrite>& out) {
+    std::optional<std::vector<std::byte>> bytes = edit(t);
+    out.emplace_back(t.name, t.dtype, t.shape, bytes ? std::move(*bytes) : std::vector<std::byte>(t.bytes.begin(), t.bytes.end()));
+  });
 }
 
 // Every weights file of the folder (not the golden outputs).
@@ -183,20 +191,13 @@ void append_fp8_blocks(const weights::TensorInfo& t, int64_t block_rows, int64_t
 void quantize_fp8_blocks(const std::string& model_dir, const std::function<bool(const std::string&)>& pick,
                          int64_t block_rows, int64_t block_cols, bool decoded) {
   for (const fs::path& file : weight_files(model_dir)) {
-    std::vector<weights::TensorToWrite> tensors;
-    {
-      auto f = weights::SafetensorsFile::open(file.string());
-      if (!f.ok()) throw std::runtime_error(f.status().to_string());
-      for (const std::string& name : f->names()) {
-        const weights::TensorInfo* t = f->find(name);
-        if (pick(name) && t->shape.size() == 2 && is_float(t->dtype))
-          append_fp8_blocks(*t, block_rows, block_cols, decoded, tensors);
-        else
-          tensors.emplace_back(name, t->dtype, t->shape, std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
-      }
-    }
-    if (Status s = weights::write_safetensors(file.string(), tensors, {{"format", "pt"}}); !s.ok())
-      throw std::runtime_error(s.to_string());
+    const std::vector<weights::TensorToWrite> tensors =
+        rewrite_file(file, [&](const weights::TensorInfo& t, std::vector<weights::TensorToWrite>& out) {
+          if (pick(t.name) && t.shape.size() == 2 && is_float(t.dtype))
+            append_fp8_blocks(t, block_rows, block_cols, decoded, out);
+          else
+            out.emplace_back(t.name, t.dtype, t.shape, std::vector<std::byte>(t.bytes.begin(), t.bytes.end()));
+        });
     // A sharded folder's index names the file of every tensor, the new scales included.
     const fs::path index = fs::path(model_dir) / "model.safetensors.index.json";
     if (!fs::exists(index)) continue;

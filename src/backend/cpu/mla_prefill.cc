@@ -8,20 +8,6 @@
 
 namespace drift::backend {
 
-namespace {
-
-// Value `i` of cache row `row` (slot), dequantized.
-float cache_value(const Tensor& cache, const Tensor& scales, int64_t row, int64_t i) {
-  const int64_t at = row * cache.size(3) + i;
-  switch (cache.dtype) {
-    case DType::kBF16: return bf16_to_f32(cache.data_as<uint16_t>()[at]);
-    case DType::kF8E4M3: return f8e4m3_to_f32(cache.data_as<uint8_t>()[at]) * scales.data_as<float>()[row];
-    default: return cache.data_as<float>()[at];
-  }
-}
-
-}  // namespace
-
 bool CpuOps::supports_mla_prefill(int64_t, int64_t, int64_t) const { return true; }
 
 void CpuOps::gather_context(const GatherContextParams& p) {
@@ -35,16 +21,20 @@ void CpuOps::gather_context(const GatherContextParams& p) {
   key_start[0] = 0;
   for (int64_t s = 0; s < num_seqs; ++s) key_start[s + 1] = key_start[s] + lens[s];
   DRIFT_CHECK_LE(int64_t(key_start[num_seqs]), p.head.size(0));
-  float* head = p.head.data_as<float>();
-  float* tail = p.tail.data_as<float>();
+  const auto* cache = static_cast<const uint8_t*>(p.k_cache.data);
+  const size_t row_bytes = size_t(width) * dtype_size(p.k_cache.dtype);
+  std::vector<float> row(static_cast<size_t>(width));
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int32_t* table = p.block_tables.data_as<int32_t>() + s * max_blocks;
     for (int64_t j = 0; j < lens[s]; ++j) {
       const int32_t block = table[j / block_size];
       DRIFT_CHECK(block >= 0, "gather_context reads position {} from a released block", j);
       const int64_t slot = int64_t(block) * block_size + j % block_size, out = key_start[s] + j;
-      for (int64_t i = 0; i < split; ++i) head[out * split + i] = cache_value(p.k_cache, p.k_scale, slot, i);
-      for (int64_t i = split; i < width; ++i) tail[out * (width - split) + i - split] = cache_value(p.k_cache, p.k_scale, slot, i);
+      convert_to_f32(cache + size_t(slot) * row_bytes, p.k_cache.dtype, row.data(), row.size());
+      if (p.k_cache.dtype == DType::kF8E4M3)
+        for (float& x : row) x *= p.k_scale.data_as<float>()[slot];
+      std::copy_n(row.begin(), split, p.head.data_as<float>() + out * split);
+      std::copy(row.begin() + split, row.end(), p.tail.data_as<float>() + out * (width - split));
     }
   }
 }

@@ -197,8 +197,11 @@ bool MlaAttention::runs_expanded(const backend::Ops& ops, const ForwardContext& 
   if (ctx.max_query_len < kExpandedPrefillMinTokens) return false;  // 0, unknown: a decode batch may be many tokens
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   if (ctx.tree_mask.defined() || kv.block_positions.defined() || ctx.query_tap != nullptr) return false;
-  const int64_t most_rows = int64_t(ctx.num_seqs) * kv.block_tables.size(1) * cache_.values.view.size(1);
-  return most_rows <= scratch.context_rows;
+  return context_bound(ctx) <= scratch.context_rows;
+}
+
+int64_t MlaAttention::context_bound(const ForwardContext& ctx) const {
+  return int64_t(ctx.num_seqs) * ctx.kv_groups[size_t(spec_.kv_group)].block_tables.size(1) * cache_.values.view.size(1);
 }
 
 void MlaAttention::attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch,
@@ -232,7 +235,7 @@ void MlaAttention::attend_expanded(backend::Ops& ops, const ForwardContext& ctx,
   const int64_t n = ctx.num_tokens, h = spec_.local_heads();
   const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, v = spec_.v_head_dim;
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
-  const int64_t rows = int64_t(ctx.num_seqs) * kv.block_tables.size(1) * cache_.values.view.size(1);
+  const int64_t rows = context_bound(ctx);
   const Tensor latent = scratch.context_latent.view.slice(0, rows), k_rope = scratch.context_rope.view.slice(0, rows);
   const Tensor key_start = scratch.key_start.view.slice(0, ctx.num_seqs + 1);
   ops.gather_context({.k_cache = cache_.values.view, .k_scale = cache_.scales.view, .block_tables = kv.block_tables,

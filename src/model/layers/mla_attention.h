@@ -86,6 +86,8 @@ class MlaAttention {
  private:
   // q_nope, q_rope (rotated) and the new tokens' cache rows, written to the cache.
   void project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch) const;
+  // The packed rows a step's context can take: its sequences times its block-table width (shapes only).
+  int64_t context_bound(const ForwardContext& ctx) const;
   // Whether this step runs the expanded form: a prefill-sized step whose context fits the packed buffers.
   bool runs_expanded(const backend::Ops& ops, const ForwardContext& ctx, const MlaScratch& scratch) const;
   // Attention into o [n, heads * v], absorbed or expanded.

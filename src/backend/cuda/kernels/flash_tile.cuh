@@ -1,5 +1,5 @@
 // One key tile of flash attention on mma.sync m16n8k16 (bf16 operands, fp32 accumulators), for a warp
-// holding 16 query rows: S = Q K^T, the online softmax of the tile, O += P V. Shared by the paged prefill
+// holding 16 query rows (and which new tokens a CTA takes): S = Q K^T, the online softmax of the tile, O += P V. Shared by the paged prefill
 // kernel (ops/prefill_attention.cu) and MLA's expanded prefill (ops/mla_prefill.cu). A thread holds rows g
 // and g + 8 of its warp's 16 (g = lane / 4): accumulator element 2 * i + c of an n-tile is row i's key
 // (or value column) n * 8 + 2 * (lane % 4) + c.
@@ -10,6 +10,28 @@
 #include "backend/cuda/kernels/mma.cuh"
 
 namespace drift::backend::cuda {
+
+// A CTA's tile of new tokens: [tok0, tok0 + num_tokens) of sequence seq (-1: none, a spare CTA).
+struct QueryTile {
+  int seq = -1, tok0 = 0, num_tokens = 0;
+};
+
+// CTA blockIdx.x's tile when each sequence's new tokens (query_start) are cut into tiles of tokens_per_tile,
+// a sequence's last tiles (the most keys) first.
+__device__ __forceinline__ QueryTile find_query_tile(const int32_t* query_start, int num_seqs, int tokens_per_tile) {
+  QueryTile t;
+  for (int s = 0, remaining = int(blockIdx.x); s < num_seqs; ++s) {
+    const int tiles = (query_start[s + 1] - query_start[s] + tokens_per_tile - 1) / tokens_per_tile;
+    if (remaining < tiles) {
+      t.seq = s;
+      t.tok0 = query_start[s] + (tiles - 1 - remaining) * tokens_per_tile;
+      t.num_tokens = min(tokens_per_tile, query_start[s + 1] - t.tok0);
+      break;
+    }
+    remaining -= tiles;
+  }
+  return t;
+}
 
 // S = Q K^T over kKeys keys: k holds the tile's key rows (kStride bf16 apart), qa the warp's Q fragments.
 template <int kDim, int kKeys, int kStride>

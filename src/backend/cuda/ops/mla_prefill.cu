@@ -85,26 +85,6 @@ struct Tiles {
   bf16 v[2][kBlockN][kV + 8];
 };
 
-// This CTA's new tokens [tok0, tok0 + count) of sequence seq; a sequence's last tiles (the most keys) first.
-struct QueryTile {
-  int seq = -1, tok0 = 0, count = 0;
-};
-
-__device__ __forceinline__ QueryTile find_tile(const MlaPrefillLaunch& p) {
-  QueryTile t;
-  for (int s = 0, remaining = int(blockIdx.x); s < p.num_seqs; ++s) {
-    const int tiles = (p.query_start[s + 1] - p.query_start[s] + kBlockM - 1) / kBlockM;
-    if (remaining < tiles) {
-      t.seq = s;
-      t.tok0 = p.query_start[s] + (tiles - 1 - remaining) * kBlockM;
-      t.count = min(kBlockM, p.query_start[s + 1] - t.tok0);
-      break;
-    }
-    remaining -= tiles;
-  }
-  return t;
-}
-
 // Where the 8 values of column `col` of a query (token t) or key (packed row k) row come from; null: zeros.
 __device__ __forceinline__ const bf16* query_part(const MlaPrefillLaunch& p, int64_t t, int head, int col) {
   if (col < p.nope) return p.q_nope + (t * p.heads + head) * p.nope + col;
@@ -141,7 +121,7 @@ __device__ __forceinline__ void write_rows(const MlaPrefillLaunch& p, const Quer
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int r = warp * 16 + lane / 4 + i * 8;
-    if (r >= tile.count) continue;
+    if (r >= tile.num_tokens) continue;
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     bf16* out = p.out + (int64_t(tile.tok0 + r) * p.heads + head) * p.v;
 #pragma unroll
@@ -160,17 +140,17 @@ __global__ void __launch_bounds__(kThreads) mla_prefill_kernel(MlaPrefillLaunch 
   auto& sm = *reinterpret_cast<Tiles<kQk, kV>*>(smem_raw);
   pdl_launch_dependents();
   pdl_wait();
-  const QueryTile tile = find_tile(p);
+  const QueryTile tile = find_query_tile(p.query_start, p.num_seqs, kBlockM);
   if (tile.seq < 0) return;
   const int head = int(blockIdx.y), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int q_end = p.query_start[tile.seq + 1], key_base = p.key_start[tile.seq];
   const int num_keys = p.key_start[tile.seq + 1] - key_base;
   // New token t sits at packed position num_keys - (q_end - t) and sees the keys up to it.
-  const int key_end = num_keys - (q_end - (tile.tok0 + tile.count));
+  const int key_end = num_keys - (q_end - (tile.tok0 + tile.num_tokens));
   const int num_tiles = max(0, (key_end + kBlockN - 1) / kBlockN);
 
   copy_tile<kBlockM, kQk, kQk + 8>(sm.q, p.kv, [&](int r, int col) {
-    return r < tile.count ? query_part(p, tile.tok0 + r, head, col) : nullptr;
+    return r < tile.num_tokens ? query_part(p, tile.tok0 + r, head, col) : nullptr;
   });
   auto load_keys = [&](int stage, int key0) {
     copy_tile<kBlockN, kQk, kQk + 8>(sm.k[stage], p.kv, [&](int r, int col) {
@@ -189,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) mla_prefill_kernel(MlaPrefillLaunch 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = warp * 16 + lane / 4 + i * 8;
-    q_pos[i] = r < tile.count ? num_keys - (q_end - (tile.tok0 + r)) : -1;  // an empty row sees nothing
+    q_pos[i] = r < tile.num_tokens ? num_keys - (q_end - (tile.tok0 + r)) : -1;  // an empty row sees nothing
   }
   float o[kV / 8][4];
 #pragma unroll

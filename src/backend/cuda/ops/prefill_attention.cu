@@ -53,27 +53,6 @@ struct Fp8Staging {
   float v_scale[kBlockN];
 };
 
-// This CTA's query tile: rows (token, head) of one sequence's new tokens [tok0, tok0 + num_tokens).
-struct QueryTile {
-  int seq = -1, tok0 = 0, num_tokens = 0;
-};
-
-// A sequence's last tiles (the most keys) come first.
-__device__ __forceinline__ QueryTile find_tile(const AttentionParams& p, int tokens_per_tile) {
-  QueryTile t;
-  for (int s = 0, remaining = int(blockIdx.x); s < p.num_seqs; ++s) {
-    const int tiles = (p.query_start[s + 1] - p.query_start[s] + tokens_per_tile - 1) / tokens_per_tile;
-    if (remaining < tiles) {
-      t.seq = s;
-      t.tok0 = p.query_start[s] + (tiles - 1 - remaining) * tokens_per_tile;
-      t.num_tokens = min(tokens_per_tile, p.query_start[s + 1] - t.tok0);
-      break;
-    }
-    remaining -= tiles;
-  }
-  return t;
-}
-
 // The lowest and highest position among the tile's queries (every thread gets them).
 __device__ __forceinline__ void tile_positions(const AttentionParams& p, const SeqKeys& keys, const QueryTile& tile,
                                                int& lo, int& hi) {
@@ -123,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(AttentionPa
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
-  const QueryTile tile = find_tile(p, kBlockM / group);
+  const QueryTile tile = find_query_tile(p.query_start, p.num_seqs, kBlockM / group);
   if (tile.seq < 0) return;
   const SeqKeys keys = seq_keys<kGeneral>(p, tile.seq);
   int pos_lo = 0, pos_hi = 0;
