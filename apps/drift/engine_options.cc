@@ -126,6 +126,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
                  "Structured output: threads filling a step's token masks, the engine's included (0: min(cores/2, 8); "
                  "1: the engine thread alone)")
       ->check(CLI::Range(0, 256))->capture_default_str();
+  cmd.add_flag("!--no-overlap-scheduling", c.overlap_scheduling,
+               "Plan and launch each step only after the previous one's tokens are back (no overlap)");
   cmd.add_flag("--enforce-eager,--no-cuda-graphs", c.enforce_eager,
                "CUDA: launch every step's kernels directly instead of replaying decode steps from CUDA graphs");
   const std::map<std::string, AdmissionPolicy> admission{{"guaranteed", AdmissionPolicy::kGuaranteed},

@@ -111,6 +111,11 @@ struct EngineConfig {
   int32_t mask_threads = 0;
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
+  // Overlapped scheduling: while a step runs, the engine plans and launches the next one, whose token ids
+  // the device copies from the running step's samples, and reads back only the sampled tokens. It applies
+  // to steps whose requests have no penalties and no structured output, without speculation, SpecPV, SLO
+  // targets or several ranks; other steps run one after another. Outputs are the same either way.
+  bool overlap_scheduling = true;
   SpeculativeConfig speculative;
   SpecPvConfig specpv;
   // Called while the weights load: bytes read so far and in all (the CLI draws a progress line).
@@ -161,6 +166,7 @@ struct EngineMetrics {
   int64_t num_preemptions_total = 0, num_rejections_total = 0;
   int64_t num_requests_shed_total = 0;  // refused by SLO admission control (EngineConfig::slo_shed)
   int64_t requests_finished_total = 0, steps_total = 0;
+  int64_t overlapped_steps_total = 0;  // steps launched while the one before ran (EngineConfig::overlap_scheduling)
   // Speculative decoding (vLLM's spec_decode names): verify steps that carried drafts, drafts scored,
   // drafts accepted, and accepted drafts by position in their draft (index 0: the first draft).
   int64_t spec_decode_num_drafts = 0, spec_decode_num_draft_tokens = 0, spec_decode_num_accepted_tokens = 0;

@@ -20,6 +20,8 @@ struct SamplingParams {
   int32_t top_logprobs = -1;        // -1: no logprobs; 0: chosen token only; n: chosen + n most likely
 
   bool greedy() const { return temperature <= 0.0f; }
+  // Whether any penalty looks at the tokens already generated.
+  bool penalised() const { return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f; }
   // Checks every field's range; the message names the field and the value.
   Status validate() const;
 };

@@ -157,6 +157,7 @@ const Fields<EngineConfig>& engine_fields() {
              {{"fcfs", SchedulingPolicy::kFcfs}, {"small-first", SchedulingPolicy::kSmallFirst}}),
       field("max_waiting_requests", &EngineConfig::max_waiting_requests),
       field("enforce_eager", &EngineConfig::enforce_eager),
+      field("overlap_scheduling", &EngineConfig::overlap_scheduling),
       field("mask_threads", &EngineConfig::mask_threads),
       field("slo_ttft_ms", &EngineConfig::slo_ttft_ms),
       field("slo_tpot_ms", &EngineConfig::slo_tpot_ms),

@@ -323,7 +323,13 @@ Status EngineImpl::build_loop_parts() {
   // A graph would replay the layers' collectives without the header that tells the other nodes' to run.
   rc.cuda_graphs = !config.enforce_eager && config.nnodes == 1;
   // A verify step samples 1 + drafts rows per sequence: the sampler takes up to a step's tokens.
-  runner_ = std::make_unique<runner::ModelRunner>(*model_, *ops_, rc, make_sampler_(rc.max_num_tokens, model_->vocab_size()));
+  std::unique_ptr<sample::DeviceSampler> sampler = make_sampler_(rc.max_num_tokens, model_->vocab_size());
+  // Overlapped steps need the sampler's launch and wait apart; on a host backend the host sampler gives
+  // them (no faster there, but the same engine path, which the CPU tests check).
+  overlap_ = config.overlap_scheduling && config.speculative.method.empty() && !config.specpv.enabled() &&
+             config.slo_tpot_ms <= 0 && config.slo_ttft_ms <= 0 && config.tensor_parallel == 1 && config.nnodes == 1;
+  if (overlap_ && sampler == nullptr) sampler = sample::make_host_sampler(rc.max_num_tokens, model_->vocab_size());
+  runner_ = std::make_unique<runner::ModelRunner>(*model_, *ops_, rc, std::move(sampler));
 
   core::SchedulerConfig sc;
   sc.max_num_batched_tokens = config.max_num_batched_tokens;
@@ -495,13 +501,16 @@ void EngineImpl::loop() {
       // num_sequences() counts finished and cancelled requests too: their blocks go back only at the
       // next commit, so the loop steps once more after the last request leaves.
       wake_.wait(lock, [&] {
-        return stopping_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty() || scheduler_->num_sequences() > 0;
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !requests_.empty() ||
+               scheduler_->num_sequences() > 0 || in_flight_.has_value();
       });
       if (stopping_) break;
     }
     take_inbox();
-    if (!requests_.empty() || scheduler_->num_sequences() > 0) run_step();
+    if (!requests_.empty() || scheduler_->num_sequences() > 0 || in_flight_) run_step();
   }
+  // The step in flight finishes and is applied (overlap_allowed() is false once stopping).
+  while (in_flight_) continue_overlap();
   // Shutdown: everything still outstanding ends as cancelled, and its blocks go back.
   take_inbox();
   std::vector<int64_t> ids;
@@ -522,8 +531,15 @@ void EngineImpl::finish(int64_t seq_id, FinishReason reason, std::string stop_re
   if (it == requests_.end()) return;
   RequestState& state = *it->second;
   if (specpv_) specpv_->forget(seq_id);
-  if (reason == FinishReason::kStop || reason == FinishReason::kLength)
-    (void)scheduler_->finish(seq_id, reason == FinishReason::kStop ? core::FinishReason::kStop : core::FinishReason::kLength);
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    const core::FinishReason why = reason == FinishReason::kStop ? core::FinishReason::kStop : core::FinishReason::kLength;
+    // A step in flight may still compute this request's pending token: its blocks go after that step.
+    if (scheduler_->step_open()) {
+      deferred_finishes_.emplace_back(seq_id, why);
+    } else {
+      (void)scheduler_->finish(seq_id, why);
+    }
+  }
   const auto now = Clock::now();
   Output out = std::move(last);
   out.finished = true;

@@ -57,6 +57,20 @@ class EngineImpl final : public Engine {
   void loop();
   void take_inbox();
   void run_step();
+  // The step's failure: every request in it ends with `error`.
+  void fail_step(const core::BatchPlan& plan, const Status& error);
+  // Overlapped scheduling (overlap_step.cc). overlap_allowed(): the setup allows it (overlap_) and every
+  // live request can take part. launch_overlapped(): queues the step with its sampling and keeps it as
+  // in_flight_. continue_overlap(): with a step in flight, plans and launches the next one behind it (each
+  // request it samples for going on with a pending token), then reads the step's tokens and applies them.
+  bool overlap_allowed() const;
+  void launch_overlapped(core::BatchPlan plan, std::span<const runner::ModelRunner::FedToken> fed, Clock::time_point begin);
+  void continue_overlap();
+  // Appends a pending token for each request `plan` samples for that goes on after it; returns (sequence
+  // id, sampled row) of each.
+  std::vector<std::pair<int64_t, int32_t>> append_pending(const core::BatchPlan& plan);
+  // Scheduler finishes held back while a step was open, now that it is done.
+  void flush_deferred_finishes();
   // Drafts, the SLO policy and SpecPV's recomputes, then the scheduler's plan, committed.
   core::BatchPlan plan_step();
   // Admission time and cached prefix of the plan's requests scheduled for the first time.
@@ -79,6 +93,8 @@ class EngineImpl final : public Engine {
   // `views`: SpecPV's partial views of the step (runner::ModelRunner::PlanViews).
   Expected<std::vector<sample::SampleResult>> sample_step(const core::BatchPlan& plan,
                                                           runner::ModelRunner::PlanViews views);
+  // Every logits row's sampling (`masks`: one per plan.seqs, empty spans where unconstrained).
+  std::vector<sample::RowSampling> sampling_rows(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   // The output tokens row `j` of a sequence's logits rows sees (its drafts before j count as output).
   std::span<const int32_t> row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j);
   // The depth in its draft tree of the token row `j` samples after (a chain's: j).
@@ -147,6 +163,14 @@ class EngineImpl final : public Engine {
   std::optional<core::SloAdmission> slo_admission_;  // set with a TTFT target
   std::unordered_map<int64_t, std::unique_ptr<RequestState>> requests_;  // by sequence id
   std::vector<std::vector<int32_t>> row_outputs_;  // scratch of row_outputs(), one per verify row
+  // Overlapped scheduling: on when the setup allows it; the step launched whose tokens were not read yet;
+  // scheduler finishes of requests that ended while a step was open (their blocks are in its work).
+  struct InFlight {
+    core::BatchPlan plan;
+  };
+  bool overlap_ = false;
+  std::optional<InFlight> in_flight_;
+  std::vector<std::pair<int64_t, core::FinishReason>> deferred_finishes_;
   // Structured output: the vocabulary's byte trie (built at the first such request) and this step's
   // token masks, one run of mask words per constrained row.
   std::once_flag vocab_index_once_;

@@ -13,10 +13,6 @@ namespace drift::engine {
 
 namespace {
 
-bool uses_penalties(const SamplingParams& p) {
-  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-}
-
 // The text still held when a reply ends without a stop token: the decoder's partial bytes, then
 // whatever the stop-string matcher kept back.
 std::string flush_text(RequestState& state) {
@@ -27,6 +23,7 @@ std::string flush_text(RequestState& state) {
 }  // namespace
 
 void EngineImpl::run_step() {
+  if (in_flight_) return continue_overlap();
   const auto begin = Clock::now();
   core::BatchPlan plan = plan_step();
   if (plan.seqs.empty()) {
@@ -37,6 +34,7 @@ void EngineImpl::run_step() {
     return;
   }
   note_first_scheduled(plan);
+  if (overlap_allowed()) return launch_overlapped(std::move(plan), {}, begin);
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
   const auto step_start = Clock::now();
   const auto exact = [this](int64_t id) { return requests_.at(id)->request.exact_verification; };
@@ -54,14 +52,7 @@ void EngineImpl::run_step() {
   const auto sampled = Clock::now();
   const double device = runner_->step_times().wait - waited_before;
   if (slo_) slo_->observe(plan.num_tokens, seconds_between(step_start, sampled));
-  if (!picked.ok()) {
-    trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
-    for (const core::ScheduledSeq& s : plan.seqs) {
-      (void)scheduler_->abort(s.seq_id);
-      finish(s.seq_id, FinishReason::kError, {}, picked.status());
-    }
-    return;
-  }
+  if (!picked.ok()) return fail_step(plan, picked.status());
   scheduler_->on_step_done(plan);
   trace::record(trace::Event::kStepEnd, int64_t(plan.seqs.size()), plan.num_tokens);
   apply_step(plan, *picked);
@@ -71,6 +62,14 @@ void EngineImpl::run_step() {
   phases.launch += seconds_between(launched, sampled) - device;  // the runner's launch and the rows' host work
   phases.device += device;
   phases.apply += seconds_between(sampled, Clock::now());
+}
+
+void EngineImpl::fail_step(const core::BatchPlan& plan, const Status& error) {
+  trace::record(trace::Event::kError, int64_t(plan.seqs.size()));
+  for (const core::ScheduledSeq& s : plan.seqs) {
+    (void)scheduler_->abort(s.seq_id);
+    finish(s.seq_id, FinishReason::kError, {}, error);
+  }
 }
 
 core::BatchPlan EngineImpl::plan_step() {
@@ -111,10 +110,13 @@ void EngineImpl::apply_step(const core::BatchPlan& plan, std::span<const sample:
   int32_t token_row = 0;  // the sequence's first row in the step (its hidden-state taps)
   for (const core::ScheduledSeq& s : plan.seqs) {
     const size_t n = size_t(runner::ModelRunner::num_logits(s));
-    if (n > 0) {
-      apply_rows(*requests_.at(s.seq_id), s, picked.subspan(row, n), token_row);
-    } else {
-      keep_for_draft(*requests_.at(s.seq_id), *s.seq, s.num_computed, token_row, {});
+    // A request that ended or was cancelled since the step was launched (overlapped scheduling) has its
+    // rows dropped; its sequence may be freed already, so it is not looked at.
+    const auto it = requests_.find(s.seq_id);
+    if (it != requests_.end() && n > 0) {
+      apply_rows(*it->second, s, picked.subspan(row, n), token_row);
+    } else if (it != requests_.end()) {
+      keep_for_draft(*it->second, *s.seq, s.num_computed, token_row, {});
     }
     row += n;
     token_row += s.num_new;
@@ -206,7 +208,7 @@ bool EngineImpl::speculates(const RequestState& state) const {
 }
 
 std::span<const int32_t> EngineImpl::row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j) {
-  if (j == 0 || !uses_penalties(state.request.sampling)) return state.output_tokens;
+  if (j == 0 || !state.request.sampling.penalised()) return state.output_tokens;
   // Penalties of the row after draft j - 1 see it and its ancestors as output already.
   std::vector<int32_t>& out = row_outputs_.emplace_back(state.output_tokens);
   const size_t first_draft = seq.tokens.size() - size_t(seq.num_draft_tokens);
@@ -224,24 +226,31 @@ int32_t EngineImpl::row_depth(const core::Sequence& seq, int32_t j) {
   return depth;
 }
 
-Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::BatchPlan& plan,
-                                                                    runner::ModelRunner::PlanViews views) {
+std::vector<sample::RowSampling> EngineImpl::sampling_rows(const core::BatchPlan& plan,
+                                                           std::span<const std::span<uint32_t>> masks) {
   row_outputs_.clear();
   size_t num_rows = 0;
   for (const core::ScheduledSeq& s : plan.seqs) num_rows += size_t(runner::ModelRunner::num_logits(s));
   row_outputs_.reserve(num_rows);  // row_outputs() hands out spans into it
   std::vector<sample::RowSampling> rows;
   rows.reserve(num_rows);
-  const std::vector<std::span<uint32_t>> masks = layout_masks(plan);
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     const core::ScheduledSeq& s = plan.seqs[k];
     const RequestState& state = *requests_.at(s.seq_id);
+    // A row's random draw is that of the output position it samples, as without speculation (or with the
+    // token in flight counted), so a seeded request gives the same tokens either way.
+    const uint64_t outputs = uint64_t(state.output_tokens.size()) + (state.token_in_flight ? 1 : 0);
     for (int32_t j = 0; j < runner::ModelRunner::num_logits(s); ++j)
-      // A row's random draw is that of the output position it samples, as without speculation, so a seeded
-      // request gives the same tokens with and without it.
       rows.push_back({&state.request.sampling, state.prompt_tokens, row_outputs(state, *s.seq, j), state.seed,
-                      uint64_t(state.output_tokens.size()) + uint64_t(row_depth(*s.seq, j)), masks[k]});
+                      outputs + uint64_t(row_depth(*s.seq, j)), masks.empty() ? std::span<uint32_t>() : masks[k]});
   }
+  return rows;
+}
+
+Expected<std::vector<sample::SampleResult>> EngineImpl::sample_step(const core::BatchPlan& plan,
+                                                                    runner::ModelRunner::PlanViews views) {
+  const std::vector<std::span<uint32_t>> masks = layout_masks(plan);
+  const std::vector<sample::RowSampling> rows = sampling_rows(plan, masks);
   if (runner_->samples_on_device()) {
     // The backend samples where the logits are; only the chosen tokens come back.
     DRIFT_ASSIGN_OR_RETURN(std::span<const sample::SampleResult> picked,
@@ -276,7 +285,9 @@ void EngineImpl::apply_rows(RequestState& state, const core::ScheduledSeq& s, st
   }
   const int32_t num_drafts = seq.num_draft_tokens;
   if (num_drafts == 0) {
-    accept_tokens(state, seq, rows, 0);
+    const int32_t in_scheduler = state.token_in_flight ? 1 : 0;
+    state.token_in_flight = false;
+    accept_tokens(state, seq, rows, in_scheduler);
     return keep_for_draft(state, seq, s.num_computed, token_row, {});
   }
   if (int32_t(rows.size()) != 1 + num_drafts || s.num_computed + s.num_new != seq.num_tokens()) {
@@ -337,7 +348,9 @@ void EngineImpl::accept_tokens(RequestState& state, core::Sequence& seq, std::sp
   for (size_t i = 0; i < picked.size(); ++i) {
     const int32_t token = picked[i].token;
     state.output_tokens.push_back(token);
-    if (int32_t(i) >= num_in_scheduler) scheduler_->append_token(seq.seq_id, token);
+    // While a step is open (overlapped scheduling) only a request whose length ends at this token gets
+    // here without it pending; its last token is never computed, so the scheduler need not hold it.
+    if (int32_t(i) >= num_in_scheduler && !scheduler_->step_open()) scheduler_->append_token(seq.seq_id, token);
     out.new_tokens.push_back(token);
     if (state.request.sampling.top_logprobs >= 0) {
       TokenLogprobs lp{token, picked[i].logprob, {}};
@@ -350,7 +363,7 @@ void EngineImpl::accept_tokens(RequestState& state, core::Sequence& seq, std::sp
     if (is_eos || std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
       // The stop token itself is not text the client sees.
       out.text += state.stop_matcher->flush();
-      return finish(seq.seq_id, FinishReason::kStop, tokenizer_->token_text(token).data(), {}, std::move(out));
+      return finish(seq.seq_id, FinishReason::kStop, std::string(tokenizer_->token_text(token)), {}, std::move(out));
     }
     StopMatcher::Result matched = state.stop_matcher->push(state.decoder->push(token));
     out.text += matched.emit;

@@ -105,11 +105,12 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
   buckets_.push_back(largest);
   row_index_.resize(size_t(t));
   std::iota(row_index_.begin(), row_index_.end(), 0);
-  const int64_t arena = layout(t, s, t, max_blocks_per_seq_, max_mask_words_, true).size;
+  const int64_t arena = layout(t, s, t, max_blocks_per_seq_, max_mask_words_, true, s).size;
   staging_ = ops.alloc_host(DType::kI32, {arena});
   staging_read_ = ops.make_mark();
   inputs_ = ops.alloc(DType::kI32, {arena});
   logits_ = ops.alloc(DType::kF32, {t, model.vocab_size()});
+  fed_tokens_ = ops.alloc(DType::kI32, {s});
   model.allocate_workspace(t, t);
   std::vector<int32_t> with_scratch = config.num_blocks;
   for (int32_t& n : with_scratch) ++n;
@@ -117,7 +118,7 @@ ModelRunner::ModelRunner(model::Model& model, backend::Ops& ops, const RunnerCon
 }
 
 ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width,
-                                        int32_t mask_words, bool views) const {
+                                        int32_t mask_words, bool views, int32_t num_fed) const {
   Layout l;
   l.num_tokens = num_tokens;
   l.num_seqs = num_seqs;
@@ -142,6 +143,10 @@ ModelRunner::Layout ModelRunner::layout(int32_t num_tokens, int32_t num_seqs, in
   l.views = views;
   l.block_positions = take(views ? groups * int64_t(num_seqs) * width : 0);
   l.view_blocks = take(views ? groups * num_seqs : 0);
+  // Last, so that a step's other offsets (which a captured graph holds) do not depend on it.
+  l.num_fed = num_fed;
+  l.fed_rows = take(num_fed);
+  l.fed_from = take(num_fed);
   l.size = at;
   return l;
 }
@@ -303,6 +308,43 @@ void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32
   }
 }
 
+Status ModelRunner::check_fed(std::span<const SeqStep> seqs, std::span<const FedToken> fed) const {
+  if (fed.empty()) return Status::Ok();
+  if (sampler_ == nullptr || last_sampled_rows_ < 0)
+    return invalid_argument("fed tokens need an earlier launch_sampled() to come from");
+  for (const FedToken& f : fed) {
+    if (f.seq < 0 || f.seq >= int32_t(seqs.size()) || f.from_row < 0 || f.from_row >= last_sampled_rows_)
+      return invalid_argument(fmt::format("fed token of sequence {} from row {}: the step has {} sequences, the "
+                                          "launch before it {} rows", f.seq, f.from_row, seqs.size(), last_sampled_rows_));
+    const SeqStep& seq = seqs[size_t(f.seq)];
+    if (seq.num_computed + seq.num_new != int32_t(seq.tokens.size()) || !seq.positions.empty())
+      return invalid_argument(fmt::format("fed token of sequence {}: only a chain's last token can be fed", f.seq));
+  }
+  return Status::Ok();
+}
+
+void ModelRunner::pack_fed(std::span<const SeqStep> seqs, std::span<const FedToken> fed, const Layout& l) {
+  int32_t* h = staging_.view.data_as<int32_t>();
+  std::vector<int32_t> first_row(seqs.size() + 1, 0);
+  for (size_t s = 0; s < seqs.size(); ++s) first_row[s + 1] = first_row[s] + seqs[s].num_new;
+  for (size_t i = 0; i < fed.size(); ++i) {
+    h[l.fed_rows + int64_t(i)] = first_row[size_t(fed[i].seq) + 1] - 1;  // the sequence's last new token
+    h[l.fed_from + int64_t(i)] = fed[i].from_row;
+  }
+}
+
+// Gathers the sampled rows, then scatters them over the uploaded token ids: two small kernels, ahead of
+// the forward on the same queue, so the previous step's sampling has written them.
+void ModelRunner::copy_fed(const Layout& l) {
+  if (l.num_fed == 0) return;
+  const Tensor all = inputs_.view.slice(0, l.size);
+  const Tensor gathered = fed_tokens_.view.slice(0, l.num_fed).view({l.num_fed, 1});
+  const Tensor sampled = sampler_->device_tokens();
+  ops_.gather_rows(sampled.view({sampled.numel(), 1}), all.slice(l.fed_from, l.fed_from + l.num_fed), gathered);
+  ops_.scatter_rows(gathered, all.slice(l.fed_rows, l.fed_rows + l.num_fed),
+                    all.slice(l.token_ids, l.token_ids + l.num_tokens).view({l.num_tokens, 1}));
+}
+
 model::ForwardContext ModelRunner::context(const Layout& l) const {
   const Tensor all = inputs_.view.slice(0, l.size);
   auto part = [&](int64_t offset, int64_t n) { return all.slice(offset, offset + n); };
@@ -336,26 +378,31 @@ model::ForwardContext ModelRunner::context(const Layout& l) const {
   return ctx;
 }
 
-Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow_graph) {
-  DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, run_forward(seqs, allow_graph));
+Expected<int32_t> ModelRunner::forward(std::span<const SeqStep> seqs, bool allow_graph, std::span<const FedToken> fed) {
+  DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, run_forward(seqs, allow_graph, fed));
   DRIFT_RETURN_IF_ERROR(model_.status());
   return num_logits;
 }
 
-Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool allow_graph) {
+Expected<int32_t> ModelRunner::run_forward(std::span<const SeqStep> seqs, bool allow_graph,
+                                           std::span<const FedToken> fed) {
   DRIFT_ASSIGN_OR_RETURN(const StepShape shape, check(seqs));
+  DRIFT_RETURN_IF_ERROR(check_fed(seqs, fed));
+  const int32_t num_fed = int32_t(fed.size());
   if (query_tap_ != nullptr && query_tap_->active()) allow_graph = false;  // the tap's host work runs each step
   int32_t bucket = allow_graph && shape.uniform_new > 0 ? decode_bucket(shape.num_seqs) : 0;
   if (int64_t(bucket) * shape.uniform_new > config_.max_num_tokens) bucket = 0;  // the padded step would not fit
   const Layout l = bucket > 0 ? layout(bucket * shape.uniform_new, bucket, bucket * shape.uniform_logits, shape.width,
-                                       shape.mask_words, shape.views)
+                                       shape.mask_words, shape.views, num_fed)
                               : layout(shape.num_tokens, shape.num_seqs, shape.num_logits, shape.width, shape.mask_words,
-                                       shape.views);
+                                       shape.views, num_fed);
   staging_read_->wait();
   pack(seqs, l);
   if (bucket > 0) pack_padding(shape.num_seqs, shape.uniform_new, shape.uniform_logits, l);
+  pack_fed(seqs, fed, l);
   ops_.copy_from_host(inputs_.view.slice(0, l.size), staging_.view.data);
   staging_read_->record();
+  copy_fed(l);
   model::ForwardContext ctx = context(l);
   ctx.max_query_len = shape.max_new;  // padding sequences have as many as the real ones
   const Tensor logits = logits_.view.slice(0, l.num_logits);
@@ -397,9 +444,8 @@ Expected<std::span<const float>> ModelRunner::step(std::span<const SeqStep> seqs
   return std::span<const float>(h_logits_);
 }
 
-Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
-    std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
-    const std::function<void()>& while_running) {
+Status ModelRunner::launch_sampled(std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
+                                   std::span<const FedToken> fed, const std::function<void()>& while_running) {
   if (sampler_ == nullptr)
     return unsupported(fmt::format("the {} backend's runner has no device sampler", ops_.name()));
   size_t rows = 0;
@@ -408,15 +454,28 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
     return invalid_argument(fmt::format("step_and_sample: the step has {} logits rows but {} samplings were given", rows,
                                         sampling.size()));
   const bool graphs = config_.cuda_graphs && ops_.supports_capture();
-  auto t = std::chrono::steady_clock::now();
-  DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, graphs));
-  step_times_.launch += seconds_since(t);
-  t = std::chrono::steady_clock::now();
+  const auto t = std::chrono::steady_clock::now();
+  DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, graphs, fed));
   if (while_running) while_running();
-  std::span<const sample::SampleResult> picked;
-  if (num_logits > 0) picked = sampler_->sample(logits_.view.slice(0, num_logits), sampling);
+  sampler_->launch(logits_.view.slice(0, num_logits), sampling);
+  last_sampled_rows_ = num_logits;
+  step_times_.launch += seconds_since(t);
+  return Status::Ok();
+}
+
+Expected<std::span<const sample::SampleResult>> ModelRunner::wait_sampled() {
+  if (sampler_ == nullptr) return unsupported(fmt::format("the {} backend's runner has no device sampler", ops_.name()));
+  const auto t = std::chrono::steady_clock::now();
+  std::span<const sample::SampleResult> picked = sampler_->wait();
   step_times_.wait += seconds_since(t);
   return picked;
+}
+
+Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
+    std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
+    const std::function<void()>& while_running) {
+  DRIFT_RETURN_IF_ERROR(launch_sampled(seqs, sampling, {}, while_running));
+  return wait_sampled();
 }
 
 int32_t ModelRunner::num_logits(const core::ScheduledSeq& s) {
@@ -455,6 +514,11 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
     const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
     const std::function<void()>& while_running, PlanViews views) {
   return step_and_sample(rows_of(plan, views), sampling, while_running);
+}
+
+Status ModelRunner::launch_sampled(const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
+                                   std::span<const FedToken> fed) {
+  return launch_sampled(rows_of(plan, {}), sampling, fed);
 }
 
 }  // namespace drift::runner

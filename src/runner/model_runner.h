@@ -88,6 +88,20 @@ class ModelRunner {
                                                                   std::span<const sample::RowSampling> sampling,
                                                                   const std::function<void()>& while_running = {});
 
+  // Overlapped scheduling (engine/README.md): a token of the step that the previous launch samples, so not
+  // on the host yet. It must be its sequence's last token and one of the step's new tokens.
+  struct FedToken {
+    int32_t seq = 0;       // index into the step's sequences
+    int32_t from_row = 0;  // the previous launch's sampled row
+  };
+  // step_and_sample() in two halves: queues the step and its sampling and returns before they run, the
+  // `fed` tokens copied on the device from the previous launch's samples; wait_sampled() then returns the
+  // oldest launch's results (valid until the next wait). One launch may be queued behind another that was
+  // not waited for, never more; `while_running` as in step_and_sample().
+  Status launch_sampled(std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
+                        std::span<const FedToken> fed = {}, const std::function<void()>& while_running = {});
+  Expected<std::span<const sample::SampleResult>> wait_sampled();
+
   // The same for a scheduled step: each sequence's new tokens, and logits rows for those that sample
   // (samples): its last new token's, or with drafts the last verified token's and each draft's.
   // `views` (SpecPV): empty, or one entry per plan.seqs, each SeqStep::views of that sequence.
@@ -97,6 +111,8 @@ class ModelRunner {
                                                                   std::span<const sample::RowSampling> sampling,
                                                                   const std::function<void()>& while_running = {},
                                                                   PlanViews views = {});
+  Status launch_sampled(const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
+                        std::span<const FedToken> fed);
   // Logits rows a scheduled sequence gets: 0, 1, or 1 + its drafts.
   static int32_t num_logits(const core::ScheduledSeq& s);
   // The most tokens a step of one sequence may compute with a draft tree (the tokens before its root
@@ -133,13 +149,14 @@ class ModelRunner {
   };
   // Where each input of a step sits in the packed int32 arenas (host staging and device).
   struct Layout {
-    int32_t num_tokens = 0, num_seqs = 0, num_logits = 0, width = 0, mask_words = 0;
+    int32_t num_tokens = 0, num_seqs = 0, num_logits = 0, width = 0, mask_words = 0, num_fed = 0;
     int64_t token_ids = 0, positions = 0, context_lens = 0, query_start = 0, logits_rows = 0;
     int64_t slot_mapping = 0;  // group g's [num_tokens] at slot_mapping + g * num_tokens
     int64_t block_tables = 0;  // group g's [num_seqs, width] at block_tables + g * num_seqs * width
     int64_t tree_mask = 0;     // [num_tokens, mask_words] uint32 bits
     bool views = false;        // with views, per group g: block_positions [num_seqs, width], view_blocks [num_seqs]
     int64_t block_positions = 0, view_blocks = 0;
+    int64_t fed_rows = 0, fed_from = 0;  // [num_fed] each: the token row a fed token goes to, its sampled row
     int64_t size = 0;
   };
   // A captured step's shape: (bucket, new tokens per sequence, logits per sequence, width, mask words,
@@ -147,19 +164,23 @@ class ModelRunner {
   using GraphKey = std::tuple<int32_t, int32_t, int32_t, int32_t, int32_t, bool>;
 
   Layout layout(int32_t num_tokens, int32_t num_seqs, int32_t num_logits, int32_t width, int32_t mask_words,
-                bool views = false) const;
+                bool views = false, int32_t num_fed = 0) const;
   // The smallest decode graph bucket holding num_seqs sequences; 0 when there is none.
   int32_t decode_bucket(int32_t num_seqs) const;
   Expected<StepShape> check(std::span<const SeqStep> seqs) const;
   void pack(std::span<const SeqStep> seqs, const Layout& l);
   void pack_views(const SeqStep& seq, int32_t s, const Layout& l);
   void pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32_t logits_per_seq, const Layout& l);
+  Status check_fed(std::span<const SeqStep> seqs, std::span<const FedToken> fed) const;
+  // Packs the fed tokens' rows; after the upload, copies their tokens in from the sampler's on the device.
+  void pack_fed(std::span<const SeqStep> seqs, std::span<const FedToken> fed, const Layout& l);
+  void copy_fed(const Layout& l);
   model::ForwardContext context(const Layout& l) const;
   // Checks, packs and uploads the step's inputs and runs the forward (from a graph when allowed and the
   // step is uniform). The step's logits rows are then rows [0, n) of logits_; returns n.
-  Expected<int32_t> forward(std::span<const SeqStep> seqs, bool allow_graph);
+  Expected<int32_t> forward(std::span<const SeqStep> seqs, bool allow_graph, std::span<const FedToken> fed = {});
   // forward() before the model's status is checked.
-  Expected<int32_t> run_forward(std::span<const SeqStep> seqs, bool allow_graph);
+  Expected<int32_t> run_forward(std::span<const SeqStep> seqs, bool allow_graph, std::span<const FedToken> fed);
   // The SeqStep rows of a scheduled step (into plan_steps_).
   std::span<const SeqStep> rows_of(const core::BatchPlan& plan, PlanViews views);
   static bool verifies_tree(const core::Sequence& seq, int32_t end);
@@ -176,6 +197,8 @@ class ModelRunner {
   // queued work runs, and the next step's pack() must not rewrite what that upload has yet to read.
   std::unique_ptr<backend::QueueMark> staging_read_;
   backend::Buffer logits_;
+  backend::Buffer fed_tokens_;         // [max_num_seqs] int32: fed tokens gathered from the sampler's
+  int32_t last_sampled_rows_ = -1;     // rows of the latest launch_sampled(); -1: none outstanding
   std::vector<float> h_logits_;
   std::vector<int32_t> buckets_;
   std::vector<int32_t> row_index_;     // 0, 1, 2, ...: logit_rows of a scheduled step point into it

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "base/tensor.h"
@@ -30,9 +31,28 @@ void apply_token_mask(std::span<float> logits, std::span<const uint32_t> allowed
 class DeviceSampler {
  public:
   virtual ~DeviceSampler() = default;
-  // Samples one token for each row of `logits` ([rows.size(), vocab] fp32 on the device; the penalised
-  // entries are rewritten in place) and waits for the results. They stay valid until the next call.
-  virtual std::span<const SampleResult> sample(const Tensor& logits, std::span<const RowSampling> rows) = 0;
+  // Queues sampling one token for each row of `logits` ([rows.size(), vocab] fp32 on the device; the
+  // penalised entries are rewritten in place) behind the work that computes them, and returns before it
+  // runs. `rows` is read now. At most two calls may be outstanding (overlapped scheduling queues a step
+  // behind one whose tokens were not read yet), and rows with penalties or masks only when none is.
+  virtual void launch(const Tensor& logits, std::span<const RowSampling> rows) = 0;
+  // Waits for the oldest outstanding launch and returns its results, valid until the next wait().
+  virtual std::span<const SampleResult> wait() = 0;
+  // The token ids of the latest launch, on the device ([rows] int32, written when it runs): the next
+  // step's inputs under overlapped scheduling. A row whose logits were not finite holds kNonFiniteLogits
+  // (CUDA, whose embedding reads zeros for it) or 0 (host): the row it feeds is dropped either way, as its
+  // request ends when the results are read.
+  virtual Tensor device_tokens() const = 0;
+
+  // launch() then wait().
+  std::span<const SampleResult> sample(const Tensor& logits, std::span<const RowSampling> rows) {
+    launch(logits, rows);
+    return wait();
+  }
 };
+
+// A DeviceSampler over logits in host memory (the CPU backend): launch() samples at once with sample().
+// It lets a host backend run the engine's overlapped steps, which is how the CPU tests check them.
+std::unique_ptr<DeviceSampler> make_host_sampler(int32_t max_rows, int64_t vocab);
 
 }  // namespace drift::sample

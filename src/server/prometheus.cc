@@ -117,6 +117,8 @@ std::string prometheus_text(const EngineMetrics& m, const FinishCounts& finished
   e.counter("drift:prompt_tokens_total", "Number of prefill tokens processed.", double(m.prompt_tokens_total));
   e.counter("drift:generation_tokens_total", "Number of generation tokens processed.", double(m.generation_tokens_total));
   e.counter("drift:num_preemptions_total", "Cumulative number of preemptions from the engine.", double(m.num_preemptions_total));
+  e.counter("drift:overlapped_steps_total", "Steps planned and launched while the step before them ran.",
+            double(m.overlapped_steps_total));
   e.counter("drift:num_rejections_total", "Requests the engine refused after accepting them.", double(m.num_rejections_total));
   e.counter("drift:num_requests_shed_total", "Requests refused by SLO admission control as unable to meet the TTFT target.",
             double(m.num_requests_shed_total));

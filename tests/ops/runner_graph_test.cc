@@ -141,26 +141,6 @@ class RecordingOps final : public backend::Ops {
   std::vector<std::function<void()>> records_;
 };
 
-// Samples on the host from the runner's logits (host memory on the CPU backend): the DeviceSampler seam
-// without a device.
-class HostSampler final : public sample::DeviceSampler {
- public:
-  std::span<const sample::SampleResult> sample(const Tensor& logits, std::span<const sample::RowSampling> rows) override {
-    results_.clear();
-    const int64_t vocab = logits.size(-1);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const float* row = logits.data_as<float>() + int64_t(i) * vocab;
-      std::vector<float> copy(row, row + vocab);
-      results_.push_back(sample::sample(copy, *rows[i].params, rows[i].prompt_tokens, rows[i].output_tokens,
-                                        rows[i].seed, rows[i].position));
-    }
-    return results_;
-  }
-
- private:
-  std::vector<sample::SampleResult> results_;
-};
-
 // The fixture model as it is (retrofit "none") or with a retrofit of its own weights: MLA-lite cut to a
 // rank below full, DSA-lite with a top-k well under the longest sequences here.
 struct Retrofit {
@@ -196,10 +176,51 @@ struct Outcome {
   int64_t graphs = 0, replays = 0;
 };
 
+// Overlapped scheduling's steps: the prompts, then `n` decode steps of every sequence, each launched before
+// the previous step's tokens are read: the sequence's newest token is a placeholder whose value the runner
+// copies in from the previous samples (FedToken), and the host learns it only after the next launch.
+void decode_fed(runner::ModelRunner& runner, std::vector<Seq>& seqs, const SamplingParams& greedy, int n) {
+  auto launch = [&](bool prefill) {
+    std::vector<runner::SeqStep> steps;
+    std::vector<sample::RowSampling> rows;
+    std::vector<runner::ModelRunner::FedToken> fed;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Seq& s = seqs[i];
+      const int32_t done = prefill ? 0 : int32_t(s.tokens.size()) - 1;
+      steps.push_back({s.tokens, done, int32_t(s.tokens.size()) - done, s.tables, true, false});
+      rows.push_back({&greedy, std::span<const int32_t>(s.tokens.data(), s.prompt_len), {}, 0, 0});
+      if (!prefill) fed.push_back({int32_t(i), int32_t(i)});
+    }
+    const Status launched = runner.launch_sampled(steps, rows, fed);
+    ASSERT_TRUE(launched.ok()) << launched.to_string();
+  };
+  auto tokens_back = [&](bool resolve) {
+    auto picked = runner.wait_sampled();
+    ASSERT_TRUE(picked.ok()) << picked.status().to_string();
+    ASSERT_EQ(picked->size(), seqs.size());
+    // The placeholder the step just launched computes, or a new token after the last step.
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (resolve) {
+        seqs[i].tokens.back() = (*picked)[i].token;
+      } else {
+        seqs[i].tokens.push_back((*picked)[i].token);
+      }
+    }
+  };
+  launch(true);
+  for (int j = 0; j < n; ++j) {
+    for (Seq& s : seqs) s.tokens.push_back(core::kPendingToken);
+    launch(false);
+    tokens_back(true);
+  }
+  tokens_back(false);
+}
+
 // Prefills three prompts, then decodes all three (bucket 4: one padding row), two (bucket 2), one
 // (bucket 1). With `graphs`, every step goes through step_and_sample with decode graphs on; otherwise
-// through step() and a host argmax.
-Outcome run(backend::Ops& ops, bool graphs, const Retrofit& retrofit) {
+// through step() and a host argmax. With `fed`, the prefill and the steps of all three are overlapped
+// (decode_fed).
+Outcome run(backend::Ops& ops, bool graphs, const Retrofit& retrofit, bool fed = false) {
   Outcome outcome;
   std::unique_ptr<model::Model> model = load_fixture(ops, retrofit);
   if (model == nullptr) return outcome;
@@ -211,7 +232,7 @@ Outcome run(backend::Ops& ops, bool graphs, const Retrofit& retrofit) {
   rc.max_num_tokens = 128;
   rc.max_model_len = 256;
   rc.cuda_graphs = graphs;
-  runner::ModelRunner runner(*model, ops, rc, std::make_unique<HostSampler>());
+  runner::ModelRunner runner(*model, ops, rc, sample::make_host_sampler(rc.max_num_tokens, model->vocab_size()));
 
   // Scattered, interleaved blocks: sequence i owns blocks 40 - i, 37 - i, 34 - i, ...
   const std::vector<std::vector<int32_t>> prompts = {
@@ -254,8 +275,12 @@ Outcome run(backend::Ops& ops, bool graphs, const Retrofit& retrofit) {
     }
     for (size_t r = 0; r < which.size(); ++r) seqs[which[r]].tokens.push_back(next[r]);
   };
-  step({0, 1, 2}, true);
-  for (int j = 0; j < 12; ++j) step({0, 1, 2}, false);
+  if (fed) {
+    decode_fed(runner, seqs, greedy, 12);
+  } else {
+    step({0, 1, 2}, true);
+    for (int j = 0; j < 12; ++j) step({0, 1, 2}, false);
+  }
   for (int j = 0; j < 8; ++j) step({2, 0}, false);
   for (int j = 0; j < 5; ++j) step({1}, false);
   for (const Seq& s : seqs) outcome.tokens.push_back(s.tokens);
@@ -279,6 +304,19 @@ TEST_P(RunnerGraphs, PaddedDecodeReplaysMatchEagerSteps) {
   EXPECT_EQ(with_graphs.graphs, 4);
   EXPECT_EQ(with_graphs.replays, 11 + 7 + 2 + 1);
   EXPECT_EQ(eager.graphs, 0);
+}
+
+// Steps launched behind one not yet read, their newest tokens fed on the device from its samples, give
+// the tokens that steps run one at a time do, with the fed copy landing before each graph replay.
+TEST_P(RunnerGraphs, FedTokensMatchStepsRunOneAtATime) {
+  RecordingOps recording;
+  const Outcome overlapped = run(recording, true, GetParam(), /*fed=*/true);
+  auto cpu = backend::make_cpu_ops();
+  const Outcome eager = run(*cpu, false, GetParam());
+  ASSERT_EQ(overlapped.tokens.size(), 3u);
+  EXPECT_EQ(overlapped.tokens, eager.tokens);
+  EXPECT_EQ(overlapped.graphs, 4);
+  EXPECT_EQ(overlapped.replays, 11 + 7 + 2 + 1);
 }
 
 // The verify tests' runner: four sequences of up to 128 tokens, 64 tokens a step.
@@ -342,7 +380,7 @@ std::vector<std::vector<int32_t>> run_verify_steps(backend::Ops& ops, bool graph
     for (int32_t a = n; a >= 0; a = v.parents[size_t(a)]) mask[size_t(n)] |= 1u << a;
   }
   runner::ModelRunner runner(*model, ops, verify_config(groups, v.block_size, v.num_blocks, graphs),
-                             std::make_unique<HostSampler>());
+                             sample::make_host_sampler(256, model->vocab_size()));
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   std::vector<std::vector<int32_t>> tokens = {{47, 76, 83}, {5, 9, 300, 301, 12}, {200, 201, 202, 203}};
@@ -482,8 +520,9 @@ std::vector<core::DraftTree> draft_rounds(backend::Ops& ops, bool device_path) {
   EXPECT_TRUE(runner.step({&prompt, 1}).ok());  // the taps hold the prompt's rows
   const spec::Eagle3Geometry geometry{.block_size = 16, .max_num_seqs = 2, .max_num_tokens = 64, .max_model_len = 128,
                                       .pool_blocks = 16, .kv_group = 0, .cuda_graphs = device_path};
+  const int64_t head_vocab = (*head)->vocab_size();
   spec::Eagle3Drafter drafter(std::move(head).value(), *target, ops, geometry, {.num_tokens = 10, .depth = 4, .top_k = 3},
-                              device_path ? std::make_unique<HostSampler>() : nullptr);
+                              device_path ? sample::make_host_sampler(64, head_vocab) : nullptr);
   spec::DraftInput input{.seq = &seq, .first = 0, .wants_tree = true};
   for (int32_t r = 0; r < 20; ++r) input.tap_rows.push_back(r);
   std::vector<core::DraftTree> trees;

@@ -79,7 +79,8 @@ uint64_t PrefixCache::root_hash(int32_t namespace_id) const {
 }
 
 void PrefixCache::hash_blocks(Sequence& seq) const {
-  size_t num_full = seq.tokens.size() / block_size_;
+  // A pending token's value is not known yet (overlapped scheduling): the block holding it waits.
+  size_t num_full = (seq.tokens.size() - size_t(seq.num_pending_tokens)) / block_size_;
   std::span<const int32_t> tokens(seq.tokens);
   for (size_t i = seq.block_hashes.size(); i < num_full; ++i) {
     uint64_t parent = i == 0 ? root_hash(seq.cache_namespace_id) : seq.block_hashes[i - 1];
@@ -133,8 +134,8 @@ int32_t PrefixCache::match(const Sequence& seq, int32_t max_blocks, std::vector<
 
 void PrefixCache::publish(Sequence& seq) {
   // Draft tokens may be rejected and overwritten, so a block holding one is not final yet; nor is one
-  // holding KV computed against a partial view (SpecPV), until it is computed again.
-  int32_t final_tokens = std::min(seq.num_computed, seq.num_tokens() - seq.num_draft_tokens);
+  // holding a pending token, or KV computed against a partial view (SpecPV), until it is computed again.
+  int32_t final_tokens = std::min(seq.num_computed, seq.num_tokens() - seq.num_draft_tokens - seq.num_pending_tokens);
   if (seq.approximate_from >= 0) final_tokens = std::min(final_tokens, seq.approximate_from);
   int32_t num_full = final_tokens / block_size_;
   if (static_cast<int32_t>(seq.block_entries.size()) >= num_full) return;

@@ -11,6 +11,10 @@ namespace drift::core {
 
 using SeqId = int64_t;
 
+// The value a pending token holds until it is resolved (Sequence::num_pending_tokens): a valid id, so that
+// a step packing it reads an embedding row, though the runner copies the sampled value over it.
+constexpr int32_t kPendingToken = 0;
+
 enum class SeqStatus : uint8_t {
   kWaiting,    // not admitted yet; holds no blocks
   kRunning,    // admitted; holds blocks
@@ -40,6 +44,9 @@ struct Sequence {
   int32_t num_prompt_tokens = 0;  // tokens.size() at add()
   int32_t num_computed = 0;       // tokens whose KV is written, in every group
   int32_t num_draft_tokens = 0;   // trailing tokens a drafter proposed, not verified yet: never published
+  // Overlapped scheduling: the last token is one the step in flight samples (its value is kPendingToken until
+  // Scheduler::resolve_pending_token()): never hashed or published while pending. 0 or 1.
+  int32_t num_pending_tokens = 0;
   // SpecPV: tokens from this position on were verified against a partial view of the cache, so their KV
   // is approximate and never published, until Scheduler::recompute_approximate() has it computed again.
   // -1: none.

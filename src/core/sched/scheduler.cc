@@ -210,6 +210,21 @@ void Scheduler::append_token(SeqId id, int32_t token) {
   ++version_;
 }
 
+void Scheduler::append_pending_token(SeqId id) {
+  const Sequence* seq = find(id);
+  DRIFT_CHECK(seq != nullptr && seq->num_pending_tokens == 0 && seq->num_draft_tokens == 0,
+              "append_pending_token: request {} holds a pending token or drafts already", id);
+  append_token(id, kPendingToken);
+  find_mutable(id)->num_pending_tokens = 1;
+}
+
+void Scheduler::resolve_pending_token(SeqId id, int32_t token) {
+  Sequence* seq = find_mutable(id);
+  DRIFT_CHECK(seq != nullptr && seq->num_pending_tokens == 1, "resolve_pending_token: request {} has no pending token", id);
+  seq->tokens.back() = token;
+  seq->num_pending_tokens = 0;
+}
+
 void Scheduler::append_draft_tokens(SeqId id, std::span<const int32_t> drafts) {
   for (int32_t token : drafts) append_token(id, token);
   Sequence* seq = find_mutable(id);

@@ -67,10 +67,18 @@ class Scheduler {
   int32_t token_budget() const { return token_budget_; }
   void commit(const BatchPlan& plan);
   void on_step_done(const BatchPlan& plan);
+  bool step_open() const { return step_open_; }
 
   // Appends a sampled (or draft) token. The request must be running and below its length limit,
   // min(prompt + max_tokens, max_model_len) tokens.
   void append_token(SeqId id, int32_t token);
+  // Overlapped scheduling: appends the token that the step in flight samples for this request, before its
+  // value is known, so that the next plan computes it (the runner copies its value in on the device). The
+  // same conditions as append_token(); at most one pending token per request.
+  void append_pending_token(SeqId id);
+  // Gives the pending token its sampled value. Unlike append_token() it may be called while a step is
+  // open: the step computing the token reads it on the device, and nothing is published until it is known.
+  void resolve_pending_token(SeqId id, int32_t token);
   // Ends a request: kStop or kLength. Its blocks are freed by the next commit.
   Status finish(SeqId id, FinishReason reason);
   // Appends a drafter's proposals. They are scheduled like any token, but a block holding one is not

@@ -17,17 +17,21 @@ CudaSampler::CudaSampler(backend::CudaOps& ops, int32_t max_rows, int64_t vocab)
     : ops_(ops), max_rows_(max_rows), vocab_(vocab) {
   DRIFT_CHECK(max_rows > 0 && vocab > 0, "CudaSampler of {} rows x {}", max_rows, vocab);
   const int64_t row_bytes = int64_t(sizeof(cuda::SampleRow)) * max_rows;
-  rows_host_ = ops.alloc_host(DType::kU8, {row_bytes});
   rows_device_ = ops.alloc(DType::kU8, {row_bytes});
   const int64_t out_words = int64_t(max_rows) * (2 + 2 * kTop);
-  out_host_ = ops.alloc_host(DType::kI32, {out_words});
   out_device_ = ops.alloc(DType::kI32, {out_words});
+  for (int32_t slot = 0; slot < 2; ++slot) {
+    rows_host_[slot] = ops.alloc_host(DType::kU8, {row_bytes});
+    out_host_[slot] = ops.alloc_host(DType::kI32, {out_words});
+    copied_[slot] = ops.make_mark();
+  }
   reserve_penalties(int64_t(64) << 10);
 }
 
 void CudaSampler::reserve_penalties(int64_t entries) {
   if (entries <= penalty_capacity_) return;
-  // Buffers in use by queued work are released only after it: every call ends with a synchronisation.
+  // Buffers in use by queued work are released only after it: penalties are staged only when no launch is
+  // outstanding (launch()), and wait() has seen every earlier one run.
   penalty_capacity_ = std::max(entries, 2 * penalty_capacity_);
   penalty_host_ = ops_.alloc_host(DType::kI32, {2 * penalty_capacity_});
   penalty_device_ = ops_.alloc(DType::kI32, {2 * penalty_capacity_});
@@ -63,25 +67,44 @@ void CudaSampler::stage_penalties(const RowSampling& row) {
   }
 }
 
-std::span<const SampleResult> CudaSampler::sample(const Tensor& logits, std::span<const RowSampling> rows) {
+void CudaSampler::launch(const Tensor& logits, std::span<const RowSampling> rows) {
   const int32_t n = int32_t(rows.size());
   DRIFT_CHECK(n <= max_rows_, "CudaSampler: {} rows, sized for {}", n, max_rows_);
   DRIFT_CHECK(logits.device == Device::kCuda && logits.dtype == DType::kF32, "CudaSampler: logits {}",
               logits.describe());
   DRIFT_CHECK_EQ(logits.size(-1), vocab_);
   DRIFT_CHECK_GE(logits.numel(), int64_t(n) * vocab_);
+  DRIFT_CHECK(outstanding_.size() < 2, "CudaSampler: a third launch before wait()");
+  const int32_t slot = next_slot_;
+  next_slot_ ^= 1;
+  outstanding_.emplace_back(slot, n);
+  if (n == 0) return;
+  const Staged staged = stage_rows(rows, slot);
+  // The penalty and mask staging has one slot: the launch before this one must have run its copies.
+  DRIFT_CHECK(outstanding_.size() == 1 || (penalty_tokens_.empty() && staged.num_masks == 0),
+              "CudaSampler: penalties or masks while another launch is outstanding");
+  run_kernel(logits, n, staged, slot);
+}
+
+std::span<const SampleResult> CudaSampler::wait() {
+  DRIFT_CHECK(!outstanding_.empty(), "CudaSampler: wait() without a launch");
+  const auto [slot, n] = outstanding_.front();
+  outstanding_.erase(outstanding_.begin());
   results_.clear();
   if (n == 0) return results_;
-  const Staged staged = stage_rows(rows);
-  run_kernel(logits, n, staged);
-  read_results(n);
+  copied_[slot]->wait();
+  read_results(n, slot);
   return results_;
 }
 
-CudaSampler::Staged CudaSampler::stage_rows(std::span<const RowSampling> rows) {
+Tensor CudaSampler::device_tokens() const {
+  return Tensor(out_device_.view.data, DType::kI32, {max_rows_}, Device::kCuda);
+}
+
+CudaSampler::Staged CudaSampler::stage_rows(std::span<const RowSampling> rows, int32_t slot) {
   penalty_tokens_.clear();
   penalty_counts_.clear();
-  auto* staged = static_cast<cuda::SampleRow*>(rows_host_.view.data);
+  auto* staged = static_cast<cuda::SampleRow*>(rows_host_[slot].view.data);
   Staged out;
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowSampling& row = rows[i];
@@ -119,11 +142,11 @@ void CudaSampler::stage_mask(std::span<const uint32_t> allowed, int32_t mask_row
 
 // Uploads the staged rows, penalty lists (tokens then counts, back to back) and masks, runs the kernel and
 // brings back the token ids, with the log-probability segments only when some row asked for them.
-void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& staged) {
+void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& staged, int32_t slot) {
   const int64_t num_penalty = int64_t(penalty_tokens_.size()), mask_words = (vocab_ + 31) / 32;
   reserve_penalties(num_penalty);
   cudaStream_t stream = ops_.stream();
-  DRIFT_CUDA_CHECK(cudaMemcpyAsync(rows_device_.view.data, rows_host_.view.data, sizeof(cuda::SampleRow) * size_t(n),
+  DRIFT_CUDA_CHECK(cudaMemcpyAsync(rows_device_.view.data, rows_host_[slot].view.data, sizeof(cuda::SampleRow) * size_t(n),
                                    cudaMemcpyHostToDevice, stream));
   auto* penalty_host = penalty_host_.view.data_as<int32_t>();
   auto* penalty_device = penalty_device_.view.data_as<int32_t>();
@@ -138,7 +161,7 @@ void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& stag
                                      sizeof(uint32_t) * size_t(staged.num_masks * mask_words), cudaMemcpyHostToDevice,
                                      stream));
   auto* out_device = out_device_.view.data_as<int32_t>();
-  auto* out_host = out_host_.view.data_as<int32_t>();
+  auto* out_host = out_host_[slot].view.data_as<int32_t>();
   const int64_t m = max_rows_;
   cuda::run(cuda::SampleParams{.logits = logits.data_as<float>(),
                                .rows = static_cast<const cuda::SampleRow*>(rows_device_.view.data),
@@ -161,12 +184,12 @@ void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& stag
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(out_host + 2 * m, out_device + 2 * m, sizeof(int32_t) * size_t(2 * kTop * m),
                                      cudaMemcpyDeviceToHost, stream));
   }
-  DRIFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  copied_[slot]->record();
 }
 
-void CudaSampler::read_results(int32_t n) {
-  const auto* staged = static_cast<const cuda::SampleRow*>(rows_host_.view.data);
-  const auto* out_host = out_host_.view.data_as<int32_t>();
+void CudaSampler::read_results(int32_t n, int32_t slot) {
+  const auto* staged = static_cast<const cuda::SampleRow*>(rows_host_[slot].view.data);
+  const auto* out_host = out_host_[slot].view.data_as<int32_t>();
   const int64_t m = max_rows_;
   const auto* logprobs = reinterpret_cast<const float*>(out_host + m);
   const int32_t* top_tokens = out_host + 2 * m;
