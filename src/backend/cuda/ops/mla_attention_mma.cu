@@ -5,7 +5,8 @@
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
 // row a CTA reads serves all of them (MLA's point). Per chunk of 32 latent rows, brought into shared memory
 // by cp.async one chunk ahead of the compute (two stages):
-//   scores  S[16, 32]  = Q[16, D] K[32, D]^T   (warp w: keys 8 (w % 4) .. + 7, half of D's k steps)
+//   scores  S[16, 32]  = Q[16, D] K[32, D]^T   (warp w: every key over an eighth of D's k steps, its
+//                                               queries' fragments in registers; the eight partials summed)
 //   softmax per head, online in fp32; the weights rounded to bf16 once, for the product and the sum alike
 //   values  O[16, dv] += P[16, 32] V[32, dv]   (warp w: dv / 8 columns, accumulators in registers)
 // Chunks of 32 rows keep a CTA's shared memory near 100 KB, so two CTAs share an SM: one CTA of 8 warps
@@ -43,7 +44,7 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kRows = 16;    // query heads per CTA: the products' M
-constexpr int kKeys = 32;    // latent rows per chunk: 8 per warp pair in the score product
+constexpr int kKeys = 32;    // latent rows per chunk: a key a lane in the softmax
 constexpr int kCtasPerSm = 2;
 constexpr int kPad = 8;      // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
 constexpr int kScoreLd = kKeys + 4;
@@ -51,12 +52,18 @@ constexpr int kProbLd = kKeys + kPad;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr size_t kMaxSmem = 227 * 1024 / kCtasPerSm - 1024;  // per CTA, beside the driver's 1 KB each
 
-// The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes).
+// Warp w's share of the score product: D's k steps [w * steps / kWarps, (w + 1) * steps / kWarps), at most
+// kQSteps of them, whose query fragments it holds in registers for the whole launch.
+constexpr int kQSteps = 5;
+constexpr int kMaxHeadDim = kQSteps * 16 * kWarps;  // 640
+
+// The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes). The
+// queries are read once into registers; their region then holds every warp's partial scores.
 struct MmaSmem {
-  bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads
+  bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads (until read into registers)
+  float* scores;     // [kWarps, kRows, kScoreLd]: each warp's partial scores of the chunk (over q's bytes)
   bf16* keys;        // [2, kKeys, ld]: two stages of latent rows, zero where not visible
   bf16* probs;       // [kRows, kProbLd]: the chunk's softmax weights
-  float* scores;     // [2, kRows, kScoreLd]: the chunk's scores over each half of the k steps
   float* max;        // [kRows] running max
   float* sum;        // [kRows] running sum of weights
   float* alpha;      // [kRows] this chunk's rescale of the accumulators
@@ -67,20 +74,23 @@ struct MmaSmem {
   int32_t* code_visible; // [2, kKeys]
   int ld;                // head_dim + kPad
 
+  __host__ __device__ static size_t query_bytes(int head_dim) {
+    const size_t q = size_t(kRows) * size_t(head_dim + kPad) * 2, scores = size_t(kWarps) * kRows * kScoreLd * 4;
+    return q > scores ? q : scores;
+  }
   static size_t bytes(int head_dim, bool fp8) {
     const size_t key_stages = fp8 ? 1 : 2;
-    return size_t(kRows + key_stages * kKeys) * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
-           2 * size_t(kRows) * kScoreLd * 4 + 3 * kRows * 4 + 2 * kKeys * 4 +
-           (fp8 ? 2 * (size_t(kKeys) * size_t(head_dim) + 2 * kKeys * 4) : 0);
+    return query_bytes(head_dim) + key_stages * kKeys * size_t(head_dim + kPad) * 2 + size_t(kRows) * kProbLd * 2 +
+           3 * kRows * 4 + 2 * kKeys * 4 + (fp8 ? 2 * (size_t(kKeys) * size_t(head_dim) + 2 * kKeys * 4) : 0);
   }
   __device__ static MmaSmem carve(uint8_t* base, int head_dim, bool fp8) {
     MmaSmem s;
     s.ld = head_dim + kPad;
     s.q = reinterpret_cast<bf16*>(base);
-    s.keys = s.q + kRows * s.ld;
+    s.scores = reinterpret_cast<float*>(base);
+    s.keys = reinterpret_cast<bf16*>(base + query_bytes(head_dim));
     s.probs = s.keys + (fp8 ? 1 : 2) * kKeys * s.ld;
-    s.scores = reinterpret_cast<float*>(s.probs + kRows * kProbLd);
-    s.max = s.scores + 2 * kRows * kScoreLd;
+    s.max = reinterpret_cast<float*>(s.probs + kRows * kProbLd);
     s.sum = s.max + kRows;
     s.alpha = s.sum + kRows;
     s.visible = reinterpret_cast<int32_t*>(s.alpha + kRows);
@@ -93,7 +103,7 @@ struct MmaSmem {
   __device__ int32_t* stage_visible(int stage) const { return visible + stage * kKeys; }
 };
 
-// The CTA's queries into shared memory (cp.async, committed with the first chunk), the softmax state reset.
+// The CTA's queries into shared memory (cp.async; the caller commits them), the softmax state reset.
 __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const MmaSmem& s) {
   const int units = p.head_dim / 8;
   for (int i = threadIdx.x; i < kRows * units; i += kThreads) {
@@ -158,52 +168,61 @@ __device__ void scale_codes(const AttentionParams& p, const MmaSmem& s, int area
   if (threadIdx.x < kKeys) s.visible[threadIdx.x] = s.code_visible[area * kKeys + threadIdx.x];
 }
 
-// Partial scores Q K^T over half of the k steps each (the softmax adds the halves, scales and masks them).
-// Warp w computes the keys 8 (w % 4) .. + 7: warps 0-3 over the first half of D, warps 4-7 the rest.
-__device__ void score_chunk(const AttentionParams& p, const MmaSmem& s, const bf16* keys) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, half = warp / 4;
-  const int split_k = (p.head_dim / 16 + 1) / 2 * 16;
-  const int k_begin = half == 0 ? 0 : split_k, k_end = half == 0 ? split_k : p.head_dim;
-  const bf16* a_row = s.q + (lane % 16) * s.ld + (lane / 16) * 8;
-  const bf16* b_row = keys + ((warp % 4) * 8 + lane % 8) * s.ld + ((lane / 8) % 2) * 8;
-  // Four accumulators over k steps taken four at a time: a quarter of the chain of dependent mma, and four
-  // steps' shared-memory loads in flight together (with the block-table prefetch, on 64-row chunks: bf16
-  // unchanged at 16 heads x 64 x 4k, 150.5 -> 149.4 us; FP8 207.7 -> 198.3).
-  float part[4][4] = {};
-  int k = k_begin;
-  for (; k + 64 <= k_end; k += 64) {
-    uint32_t a[4][4], b[4][2];
+// The warp's slice of D's k steps, and its query fragments of them (read once; the region then holds
+// scores).
+struct QuerySlice {
+  int first, count;
+  uint32_t a[kQSteps][4];
+};
+
+__device__ QuerySlice load_query_slice(const AttentionParams& p, const MmaSmem& s) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, steps = p.head_dim / 16;
+  QuerySlice q;
+  q.first = warp * steps / kWarps;
+  q.count = (warp + 1) * steps / kWarps - q.first;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      ldmatrix_x4(a[j], a_row + k + 16 * j);
-      ldmatrix_x2(b[j], b_row + k + 16 * j);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) mma_bf16_16816(part[j], a[j], b[j][0], b[j][1]);
-  }
-  for (; k < k_end; k += 16) {
-    uint32_t a[4], b[2];
-    ldmatrix_x4(a, a_row + k);
-    ldmatrix_x2(b, b_row + k);
-    mma_bf16_16816(part[0], a, b[0], b[1]);
-  }
-  float acc[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) acc[i] = (part[0][i] + part[1][i]) + (part[2][i] + part[3][i]);
-  const int g = lane / 4, col = (warp % 4) * 8 + 2 * (lane % 4);
-  float* out = s.scores + half * kRows * kScoreLd;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * kScoreLd + col + i % 2] = acc[i];
+  for (int i = 0; i < kQSteps; ++i)
+    if (i < q.count) ldmatrix_x4(q.a[i], s.q + (lane % 16) * s.ld + (q.first + i) * 16 + (lane / 16) * 8);
+  return q;
 }
 
-// Online softmax per head (a warp per head, a key a lane): the halves' scores added, scaled into log2 units
+// The warp's partial scores Q K^T over its slice of D, for all kKeys keys, into its rows of s.scores (the
+// softmax adds the warps' partials, scales and masks them). Each key row is read once per chunk over the
+// warps together, and no query is read from shared memory (with D split in halves, every warp re-read its
+// half of Q per chunk: 74 KB of the chunk's ~150 KB of shared-memory reads).
+__device__ void score_chunk(const MmaSmem& s, const bf16* keys, const QuerySlice& q) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float acc[kKeys / 8][4] = {};
+#pragma unroll
+  for (int i = 0; i < kQSteps; ++i) {
+    if (i >= q.count) break;
+    const int k = (q.first + i) * 16 + ((lane / 8) % 2) * 8;
+#pragma unroll
+    for (int np = 0; np < kKeys / 16; ++np) {
+      uint32_t b[4];
+      ldmatrix_x4(b, keys + (np * 16 + lane % 8 + (lane / 16) * 8) * s.ld + k);
+      mma_bf16_16816(acc[2 * np], q.a[i], b[0], b[1]);
+      mma_bf16_16816(acc[2 * np + 1], q.a[i], b[2], b[3]);
+    }
+  }
+  const int g = lane / 4;
+  float* out = s.scores + warp * kRows * kScoreLd;
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * kScoreLd + j * 8 + 2 * (lane % 4) + i % 2] = acc[j][i];
+}
+
+// Online softmax per head (a warp per head, a key a lane): the warps' partial scores added, scaled into log2 units
 // (-inf for keys not seen), weights into probs, rescale into alpha.
 __device__ void softmax_chunk(const AttentionParams& p, const MmaSmem& s, const int32_t* visible) {
   static_assert(kKeys == 32, "a key a lane");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale = p.scale * kLog2e;
   for (int row = warp; row < kRows; row += kWarps) {
-    const float dot = s.scores[row * kScoreLd + lane] + s.scores[(kRows + row) * kScoreLd + lane];
+    float dot = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) dot += s.scores[(w * kRows + row) * kScoreLd + lane];
     const float x = visible[lane] ? dot * scale : -INFINITY;
     const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(x));
     const bool none = new_max == -INFINITY;
@@ -298,24 +317,29 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) mla_mma_kernel(Attention
     next = locate_row<kRule>(p, w, chunk + kKeys);
   };
   load_queries(p, w, s);
+  cp_async_commit();
   stage_rows(w.begin, 0);
   if constexpr (kFp8) stage_rows(w.begin + kKeys, 1);
+  cp_async_wait<kFp8 ? 2 : 1>();  // the queries landed (the first chunks may still be in flight)
+  __syncthreads();
+  const QuerySlice q = load_query_slice(p, s);
+  __syncthreads();  // every warp holds its queries before any writes scores over them
   float acc[kTiles][4] = {};
   int stage = 0;
   for (int chunk = w.begin; chunk < w.end; chunk += kKeys, stage ^= 1) {
     if constexpr (kFp8) {
-      cp_async_wait<1>();  // this chunk's codes (and the queries) landed; the next chunk's are in flight
+      cp_async_wait<1>();  // this chunk's codes landed; the next chunk's are in flight
       __syncthreads();
       scale_codes(p, s, stage);
       __syncthreads();  // the bf16 stage is written and this staging area free for the chunk after next
       stage_rows(chunk + 2 * kKeys, stage);
     } else {
       stage_rows(chunk + kKeys, stage ^ 1);
-      cp_async_wait<1>();  // this chunk (and the queries) landed; the next one is in flight
+      cp_async_wait<1>();  // this chunk landed; the next one is in flight
       __syncthreads();
     }
     const int cs = kFp8 ? 0 : stage;  // the bf16 stage holding this chunk
-    score_chunk(p, s, s.stage_keys(cs));
+    score_chunk(s, s.stage_keys(cs), q);
     __syncthreads();
     softmax_chunk(p, s, s.stage_visible(cs));
     __syncthreads();
@@ -356,7 +380,8 @@ void launch_cache(const AttentionParams& p, cudaStream_t stream) {
 
 bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8) {
   const bool dv_ok = head_dim_v % 128 == 0 && head_dim_v <= 512;
-  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim_v <= head_dim && MmaSmem::bytes(head_dim, fp8) <= kMaxSmem;
+  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim <= kMaxHeadDim && head_dim_v <= head_dim &&
+         MmaSmem::bytes(head_dim, fp8) <= kMaxSmem;
 }
 
 int32_t mla_attention_mma_heads_per_cta() { return kRows; }
