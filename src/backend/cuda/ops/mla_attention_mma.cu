@@ -13,7 +13,9 @@
 // with 64-row chunks (175 KB) left the SM's schedulers 0.25 eligible warps each, latency-bound (Nsight
 // Compute, 16 heads x 64 x 4k: 9.3 cycles per issued instruction, DRAM 64% busy). Measured on an H100
 // (bench/RESULTS.md, 2026-11-28): 16 heads x 64 x 4k 149 -> 135 us, 64 x 32k 1086 -> 893, 128 heads 18-20%
-// faster at every shape; 16 heads at batch 1 slower (1 x 32k 27.7 -> 30.5 us, 1 x 4k 10.9 -> 13.1).
+// faster at every shape; 16 heads at batch 1 slower (1 x 32k 27.7 -> 30.5 us, 1 x 4k 10.9 -> 13.1). Holding
+// the query fragments in registers (each warp over an eighth of D) then gave 6-10% at every shape (H200:
+// 16 heads 64 x 32k 890 -> 807 us, 64 x 4k 126 -> 116; 128 heads 64 x 32k 6931 -> 6237).
 // where V is the first dv features of the same rows (FlashMLA's shared K=V latent). Split results go to the
 // workspace in the CUDA-core kernel's format and merge with its merge kernel.
 //
