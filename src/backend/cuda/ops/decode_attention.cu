@@ -36,6 +36,8 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxGroup = 8;
+// Below this many (token, kv head) pairs a decode step's splits get one chunk of keys each, not two.
+constexpr int kFewPairs = 64;
 
 // out[row, d] from the first `splits` partial results of row (= token * num_heads + head), the sink
 // joining the softmax (the merge kernel's; the decode kernel's own is merge_group). The loops are unrolled
@@ -208,8 +210,11 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
   const bool dim_valid = dim_lane * 8 < p.head_dim;
-  // Two chunks a split at least: a CTA with one has nothing to load while it computes.
-  const SplitKeys sk = split_keys<kRule>(p, token, split, 2 * kChunk);
+  // Two chunks a split at least where the (token, kv head) pairs alone give the GPU many CTAs: a CTA with
+  // one chunk has nothing to load while it computes. With few pairs (batch 1: GPT-OSS's and Llama's 8 kv
+  // heads) one chunk a split, so that twice the CTAs share the keys and each walks half as many chunks.
+  const int min_keys = p.num_tokens * p.num_kv_heads >= kFewPairs ? 2 * kChunk : kChunk;
+  const SplitKeys sk = split_keys<kRule>(p, token, split, min_keys);
   // With split counters the merge counts only the active splits; without them (a second kernel merges
   // every split) an idle split still writes its empty partial.
   if (split >= sk.active && p.split_counters != nullptr) return;
