@@ -199,6 +199,11 @@ struct WriteKvParams {
   // Elements between consecutive tokens' rows of k and of v; 0: packed (a row is Hk * D). Rows of a fused
   // q/k/v projection output are read in place.
   int64_t k_row_stride = 0, v_row_stride = 0;
+  // MLA's kv_a norm, fused into the write (no v): with a weight [M], the first M features of each k row are
+  // RMS-normalised and scaled by it, as rms_norm would (its rounding included), the rest written as they
+  // are: the latent and the roped key of kv_a_proj_with_mqa's row go into the cache in one pass.
+  Tensor k_norm_weight;
+  float k_norm_eps = 1e-6f;
 };
 
 // Top-k expert choice from router logits, in the variants DeepSeek-V2/V3 and GPT-OSS define:

@@ -230,6 +230,50 @@ TEST_F(ElementwiseTest, WriteKvScattersRowsAndSkipsNegativeSlots) {
   }
 }
 
+// MLA's kv_a rows [latent | roped key] written with the latent normalised on the way, against the CPU's
+// write with the same norm, at DeepSeek's 512 + 64 and a narrow 16 + 4, from rows of a wider buffer (a row
+// stride), into bf16 and FP8 caches.
+TEST_F(ElementwiseTest, WriteKvNormalisesTheLatentAsItWrites) {
+  const int64_t tokens = 7, blocks = 4, block_size = 16, slots = blocks * block_size;
+  const std::vector<int32_t> slot_mapping = {5, 60, -1, 17, 0, 33, 48};
+  for (auto [latent, rope] : {std::array<int64_t, 2>{512, 64}, {16, 4}}) {
+    const int64_t width = latent + rope, stride = width + 8;
+    const auto rows = random_values(tokens * stride, 3.0f), w = random_values(latent);
+    const auto cache = random_values(slots * width);
+    auto c_rows = cpu_f32(rows, {tokens, stride});
+    auto c_w = cpu_f32(w, {latent});
+    auto c_cache = cpu_f32(cache, {blocks, block_size, 1, width});
+    auto c_slots = cpu_i32(slot_mapping, {tokens});
+    cpu_->write_kv({.k = Tensor(c_rows.view.data, DType::kF32, {tokens, 1, width}), .slot_mapping = c_slots.view,
+                    .k_cache = c_cache.view, .k_row_stride = stride, .k_norm_weight = c_w.view, .k_norm_eps = 1e-6f});
+    auto g_rows = gpu_bf16(rows, {tokens, stride});
+    auto g_w = gpu_bf16(w, {latent});
+    auto g_cache = gpu_bf16(cache, {blocks, block_size, 1, width});
+    auto g_slots = gpu_i32(slot_mapping, {tokens});
+    const Tensor g_k(g_rows.view.data, DType::kBF16, {tokens, 1, width}, Device::kCuda);
+    gpu_->write_kv({.k = g_k, .slot_mapping = g_slots.view, .k_cache = g_cache.view, .k_row_stride = stride,
+                    .k_norm_weight = g_w.view, .k_norm_eps = 1e-6f});
+    EXPECT_CLOSE(read_gpu(g_cache.view), read_cpu(c_cache.view), kBf16Out) << "latent " << latent;
+    // FP8 codes with a scale per row: the GPU's rows decode to the CPU's normalised rows within e4m3's step.
+    auto g_codes = gpu_->alloc(DType::kF8E4M3, {blocks, block_size, 1, width});
+    auto g_scales = gpu_->alloc(DType::kF32, {blocks, block_size, 1});
+    gpu_->write_kv({.k = g_k, .slot_mapping = g_slots.view, .k_cache = g_codes.view, .k_scale = g_scales.view,
+                    .k_row_stride = stride, .k_norm_weight = g_w.view, .k_norm_eps = 1e-6f});
+    const std::vector<float> scales = read_gpu(g_scales.view);
+    std::vector<uint8_t> codes(size_t(slots * width));
+    gpu_->copy_to_host(codes.data(), g_codes.view);
+    gpu_->synchronize();
+    const std::vector<float> expected = read_cpu(c_cache.view);
+    for (int32_t slot : slot_mapping) {
+      if (slot < 0) continue;
+      const std::vector<float> want(expected.begin() + slot * width, expected.begin() + (slot + 1) * width);
+      std::vector<float> got(want.size());
+      for (int64_t d = 0; d < width; ++d) got[size_t(d)] = f8e4m3_to_f32(codes[size_t(slot * width + d)]) * scales[size_t(slot)];
+      EXPECT_CLOSE(got, want, 0.05) << "FP8, latent " << latent << ", slot " << slot;
+    }
+  }
+}
+
 TEST_F(ElementwiseTest, RopeAndWriteKvReadFusedRows) {
   // Rows of a fused q/k/v projection, [T, (Hq + 2 Hk) * D]: rope rotates the q and k parts in place and
   // write_kv copies the k and v parts, both through row strides (also as the one op rope_write_kv). The CPU's strided result must equal its

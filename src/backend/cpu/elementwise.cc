@@ -1,6 +1,7 @@
 // Row-wise ops of the CPU backend: embedding, RMSNorm, RoPE, SwiGLU, add, KV writes, concat.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 
@@ -170,11 +171,21 @@ void CpuOps::write_kv(const WriteKvParams& p) {
   const int64_t k_stride = p.k_row_stride > 0 ? p.k_row_stride : k_row;
   const int64_t v_stride = p.v_row_stride > 0 ? p.v_row_stride : v_row;
   const int64_t num_slots = p.k_cache.size(0) * p.k_cache.size(1);
+  DRIFT_CHECK(!p.k_norm_weight.defined() || (!p.v.defined() && p.k_norm_weight.numel() <= k_row),
+              "write_kv: a k norm of {} features needs k rows of at least as many ({}) and no v", p.k_norm_weight.numel(),
+              k_row);
+  std::vector<float> normed;  // a k row with its first features normalised
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int32_t slot = p.slot_mapping.data_as<int32_t>()[t];
     if (slot < 0) continue;
     DRIFT_CHECK_LT(int64_t(slot), num_slots);
-    store_kv_row(p.k_cache, p.k_scale, slot, p.k.data_as<float>() + t * k_stride);
+    const float* k = p.k.data_as<float>() + t * k_stride;
+    if (p.k_norm_weight.defined()) {
+      normed.assign(k, k + k_row);
+      rms_norm_row(k, p.k_norm_weight.data_as<float>(), p.k_norm_eps, p.k_norm_weight.numel(), normed.data());
+      k = normed.data();
+    }
+    store_kv_row(p.k_cache, p.k_scale, slot, k);
     if (p.v.defined()) store_kv_row(p.v_cache, p.v_scale, slot, p.v.data_as<float>() + t * v_stride);
   }
 }

@@ -378,9 +378,27 @@ cuda::KvWriteParams kv_write_params(const WriteKvParams& p) {
 
 }  // namespace
 
-void CudaOps::write_kv(const WriteKvParams& p) { cuda::run(kv_write_params(p), stream_); }
+void CudaOps::write_kv(const WriteKvParams& p) {
+  cuda::KvWriteParams kv = kv_write_params(p);
+  if (p.k_norm_weight.defined()) {
+    // One bf16 row per token, normalised in shared memory on its way to the cache.
+    check_dtype(p.k, DType::kBF16, "write_kv k (with a norm)");
+    check_dtype(p.k_norm_weight, DType::kBF16, "write_kv k_norm_weight");
+    const int64_t row = p.k_cache.size(2) * p.k_cache.size(3);
+    DRIFT_CHECK(!p.v.defined() && p.k_norm_weight.numel() <= row && row * 2 <= 48 * 1024,
+                "cuda write_kv: a k norm of {} features for rows of {} (no v, rows up to 24k values)",
+                p.k_norm_weight.numel(), row);
+    kv.num_heads = int32_t(p.k_cache.size(2));
+    kv.head_dim = int32_t(p.k_cache.size(3));
+    kv.k_norm_weight = bf16_ptr(p.k_norm_weight);
+    kv.k_norm_features = int32_t(p.k_norm_weight.numel());
+    kv.k_norm_eps = p.k_norm_eps;
+  }
+  cuda::run(kv, stream_);
+}
 
 void CudaOps::rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rope, const WriteKvParams& kv) {
+  DRIFT_CHECK(!kv.k_norm_weight.defined(), "cuda rope_write_kv: a k norm goes through write_kv");
   DRIFT_CHECK_EQ(kv.slot_mapping.numel(), positions.numel());
   cuda::run(rotary_params(q, kv.k, positions, rope), kv_write_params(kv), stream_);
 }

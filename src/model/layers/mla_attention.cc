@@ -74,8 +74,6 @@ MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Mla
   m.q_rope = ops.alloc(t, {max_tokens, h * r});
   m.q_latent = ops.alloc(t, {max_tokens, h * l});
   m.q = ops.alloc(t, {max_tokens, h * (l + r)});
-  m.latent = ops.alloc(t, {max_tokens, l});
-  m.k_rope = ops.alloc(t, {max_tokens, r});
   m.kv_row = ops.alloc(t, {max_tokens, l + r});
   m.o_latent = ops.alloc(t, {max_tokens, h * l});
   m.o = ops.alloc(t, {max_tokens, h * s.v_head_dim});
@@ -114,17 +112,9 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
   DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, q_nope_w, h * nope, q_in, {}));
   DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, q_rope_w, h * r, q_in, {}));
 
-  // kv_a_proj_with_mqa is one "head" of L latent rows followed by R rope rows.
-  DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_a_w,
-                         loader.read_host(prefix + ".kv_a_proj_with_mqa.weight", {l + r, spec.hidden}));
-  auto [latent_w, k_rope_w] = split_head_rows(kv_a_w, 1, l, r, spec.hidden);
-  std::vector<float> latent_b, k_rope_b;
-  if (spec.bias) {
-    DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_a_b, loader.read_host(prefix + ".kv_a_proj_with_mqa.bias", {l + r}));
-    std::tie(latent_b, k_rope_b) = split_head_rows(kv_a_b, 1, l, r, 1);
-  }
-  DRIFT_ASSIGN_OR_RETURN(a.kv_latent_proj_, upload_linear(loader, latent_w, l, spec.hidden, latent_b));
-  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_linear(loader, k_rope_w, r, spec.hidden, k_rope_b));
+  // kv_a_proj_with_mqa is one "head" of L latent rows followed by R rope rows: its output row is the cache
+  // entry before the norm and the rotation, so it stays one product.
+  DRIFT_ASSIGN_OR_RETURN(a.kv_a_proj_, Linear::load(loader, prefix + ".kv_a_proj_with_mqa", l + r, spec.hidden, spec.bias));
   DRIFT_ASSIGN_OR_RETURN(a.kv_a_norm_, RmsNorm::load(loader, prefix + ".kv_a_layernorm.weight", l, kLatentNormEps));
 
   // kv_b_proj holds per head W_UK [nope, L] then W_UV [v, L]. The query absorbs W_UK, so it is stored
@@ -175,17 +165,18 @@ void MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ct
   q_nope_proj_.forward(ops, q_in, q_nope);
   q_rope_proj_.forward(ops, q_in, q_rope);
 
-  // The new tokens' cache entries: [rms_norm(latent) | rope(k_rope)].
-  const Tensor latent = scratch.latent.view.slice(0, n), k_rope = scratch.k_rope.view.slice(0, n);
-  kv_latent_proj_.forward(ops, x, latent);
-  kv_a_norm_.forward(ops, latent, latent);
-  k_rope_proj_.forward(ops, x, k_rope);
-  ops.rope(q_rope.view({n, h, r}), k_rope.view({n, 1, r}), ctx.positions, spec_.rope);
+  // The new tokens' cache entries: [rms_norm(latent) | rope(k_rope)], from kv_a's rows in place: the key
+  // part rotates with the queries, and the norm happens in the write.
   const Tensor kv_row = scratch.kv_row.view.slice(0, n);
-  ops.concat(latent, k_rope, kv_row);
+  kv_a_proj_.forward(ops, x, kv_row);
+  const Tensor k_rope(static_cast<char*>(kv_row.data) + l * int64_t(dtype_size(kv_row.dtype)), kv_row.dtype, {n, 1, r},
+                      kv_row.device);
+  backend::RopeParams rope = spec_.rope;
+  rope.k_row_stride = l + r;
+  ops.rope(q_rope.view({n, h, r}), k_rope, ctx.positions, rope);
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   ops.write_kv({.k = kv_row.view({n, 1, l + r}), .slot_mapping = kv.slot_mapping, .k_cache = cache_.values.view,
-                .k_scale = cache_.scales.view});
+                .k_scale = cache_.scales.view, .k_norm_weight = kv_a_norm_.weight.view, .k_norm_eps = kv_a_norm_.eps});
 }
 
 // Only shapes decide (the step's most new tokens, its sequences times its block-table width), so a captured

@@ -51,9 +51,9 @@ struct MlaScratch {
   backend::Buffer q_rope;    // [max_tokens, heads * rope]
   backend::Buffer q_latent;  // [max_tokens, heads * L]
   backend::Buffer q;         // [max_tokens, heads * (L + rope)]: the absorbed query
-  backend::Buffer latent;    // [max_tokens, L]
-  backend::Buffer k_rope;    // [max_tokens, rope]
-  backend::Buffer kv_row;    // [max_tokens, L + rope]: the cache entry of each new token
+  // [max_tokens, L + rope]: kv_a_proj_with_mqa's row of each new token, [latent | k_rope]; its k_rope is
+  // rotated in place and the row goes to the cache with the latent normalised on the way (write_kv).
+  backend::Buffer kv_row;
   backend::Buffer o_latent;  // [max_tokens, heads * L]
   backend::Buffer o;         // [max_tokens, heads * v]
   // The expanded form's packed context (when the backend has it): context_rows rows, as many as 256 MiB
@@ -99,7 +99,7 @@ class MlaAttention {
   std::optional<RmsNorm> q_a_norm_;      // [q_lora_rank]
   // H below: this rank's heads.
   Linear q_nope_proj_, q_rope_proj_;     // q_b_proj (or q_proj) rows, split per head: [H * nope, .], [H * rope, .]
-  Linear kv_latent_proj_, k_rope_proj_;  // kv_a_proj_with_mqa rows [0, L) and [L, L + rope)
+  Linear kv_a_proj_;                     // kv_a_proj_with_mqa as stored: [L + rope, hidden]
   RmsNorm kv_a_norm_;                    // [L]
   backend::Buffer w_uk_t_;               // [H, L, nope]: per head the key up-projection, transposed
   backend::Buffer w_uv_;                 // [H, v, L]: per head the value up-projection

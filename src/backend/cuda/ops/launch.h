@@ -87,6 +87,11 @@ struct KvWriteParams {
   float* k_scale = nullptr;              // [num_slots, num_heads]
   float* v_scale = nullptr;              // [num_slots, num_heads]
   int32_t num_heads = 0, head_dim = 0;
+  // MLA's kv_a norm (WriteKvParams::k_norm_weight; no v): the first k_norm_features of each bf16 k row
+  // RMS-normalised times this weight as it is written. num_heads and head_dim are set then.
+  const bf16* k_norm_weight = nullptr;
+  int32_t k_norm_features = 0;
+  float k_norm_eps = 1e-6f;
 };
 void run(const KvWriteParams& p, cudaStream_t stream);
 bool kv_write_wide(const KvWriteParams& p);  // whether rows can move in 16-byte units

@@ -1,5 +1,6 @@
 // write_kv: each token's K and V rows scattered into their paged-cache slots, copied (BF16 caches) or
-// quantized with a scale per (token, head) row (FP8 caches, kernels/fp8.cuh).
+// quantized with a scale per (token, head) row (FP8 caches, kernels/fp8.cuh). MLA's rows may bring the
+// kv_a norm along: the latent part is normalised on the way (write_kv_normed_kernel).
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/fp8.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
@@ -44,6 +45,42 @@ __global__ void write_kv_fp8_kernel(KvWriteParams p) {
   if (threadIdx.x % 32 == 0) (is_v ? p.v_scale : p.k_scale)[int64_t(slot) * p.num_heads + h] = scale;
 }
 
+// grid: num_tokens blocks of 128 threads; dynamic shared memory: one bf16 row. The row's first
+// k_norm_features values are RMS-normalised with rms_norm's arithmetic (sum of squares in fp32, value *
+// inv_rms * weight, rounded to bf16), the rest copied; the staged row then goes to the cache as it is
+// (bf16) or quantized per head row (FP8), a warp per head.
+__global__ void write_kv_normed_kernel(KvWriteParams p) {
+  extern __shared__ bf16 row[];
+  __shared__ float scratch[32];
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t t = blockIdx.x;
+  const int32_t slot = p.slot_mapping[t];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const int n = p.num_heads * p.head_dim, m = p.k_norm_features;
+  const bf16* src = reinterpret_cast<const bf16*>(static_cast<const char*>(p.k) + t * p.k_stride_bytes);
+  float sum_sq = 0.0f;
+  for (int d = threadIdx.x; d < n; d += blockDim.x) {
+    const bf16 x = src[d];
+    row[d] = x;
+    if (d < m) sum_sq += __bfloat162float(x) * __bfloat162float(x);
+  }
+  const float inv = rsqrtf(block_sum(sum_sq, scratch) / float(m) + p.k_norm_eps);
+  for (int d = threadIdx.x; d < m; d += blockDim.x)
+    row[d] = __float2bfloat16(__bfloat162float(row[d]) * inv * __bfloat162float(p.k_norm_weight[d]));
+  __syncthreads();
+  if (p.k_scale == nullptr) {
+    bf16* dst = static_cast<bf16*>(p.k_cache) + int64_t(slot) * n;
+    for (int d = threadIdx.x; d < n; d += blockDim.x) dst[d] = row[d];
+    return;
+  }
+  uint8_t* dst = static_cast<uint8_t*>(p.k_cache) + int64_t(slot) * n;
+  for (int h = int(threadIdx.x / 32); h < p.num_heads; h += int(blockDim.x / 32)) {
+    const float scale = quantize_row_fp8(row + int64_t(h) * p.head_dim, p.head_dim, dst + int64_t(h) * p.head_dim);
+    if (threadIdx.x % 32 == 0) p.k_scale[int64_t(slot) * p.num_heads + h] = scale;
+  }
+}
+
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
@@ -58,6 +95,11 @@ bool kv_write_wide(const KvWriteParams& p) {
 void run(const KvWriteParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
   const int threads = 128;
+  if (p.k_norm_weight != nullptr) {
+    const size_t row_bytes = size_t(p.num_heads) * size_t(p.head_dim) * sizeof(bf16);
+    launch(write_kv_normed_kernel, unsigned(p.num_tokens), threads, row_bytes, stream, p);
+    return;
+  }
   if (p.k_scale != nullptr) {
     const int rows = p.v != nullptr ? 2 * p.num_heads : p.num_heads;
     launch(write_kv_fp8_kernel, dim3(unsigned(p.num_tokens), unsigned((rows + 3) / 4)), threads, 0, stream, p);
