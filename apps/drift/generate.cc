@@ -61,13 +61,14 @@ void print_speculation(const EngineMetrics& m) {
 }
 
 // Where the steps' time went (EngineMetrics::step_seconds): on a GPU, plan + launch + apply is host work
-// (on the CPU backend, launch is the forward itself).
+// (on the CPU backend, launch is the forward itself), which overlapped steps run while the device works.
 void print_step_phases(const EngineMetrics& m) {
   if (m.steps_total == 0) return;
   const StepPhaseSeconds& p = m.step_seconds;
   const double per = 1e3 / double(m.steps_total);
-  std::fprintf(stderr, "drift: %ld steps, ms per step: plan %.3f, launch %.3f, device %.3f, apply %.3f\n",
-               long(m.steps_total), p.plan * per, p.launch * per, p.device * per, p.apply * per);
+  std::fprintf(stderr, "drift: %ld steps (%ld overlapped), ms per step: plan %.3f, launch %.3f, device %.3f, apply %.3f\n",
+               long(m.steps_total), long(m.overlapped_steps_total), p.plan * per, p.launch * per, p.device * per,
+               p.apply * per);
 }
 
 void run_generate(GenerateOptions& o) {

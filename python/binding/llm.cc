@@ -162,6 +162,7 @@ py::dict PyEngine::metrics() const {
   d["num_preemptions_total"] = m.num_preemptions_total;
   d["requests_finished_total"] = m.requests_finished_total;
   d["steps_total"] = m.steps_total;
+  d["overlapped_steps_total"] = m.overlapped_steps_total;
   d["spec_decode_num_drafts"] = m.spec_decode_num_drafts;
   d["spec_decode_num_accepted_tokens"] = m.spec_decode_num_accepted_tokens;
   d["spec_decode_num_partial_verifies"] = m.spec_decode_num_partial_verifies;
