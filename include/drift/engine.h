@@ -150,7 +150,9 @@ struct KvGroupMetrics {
 // waits on with an asynchronous backend; on the CPU backend the forward and the sampling themselves),
 // device (from the launch until the sampled rows, or the logits, are on the host), apply (verification,
 // stop checks, streaming, KV moves, drafting for the next step). The four add up to those steps' wall
-// time; on a GPU, plan + launch + apply is the host cost per step.
+// time; on a GPU, plan + launch + apply is the host cost per step. With overlapped steps (overlap_scheduling)
+// plan and launch are the next step's, done while the device runs this one, so only device and apply sit
+// between a step's launch and its tokens: the host cost no longer adds to the step time.
 struct StepPhaseSeconds {
   double plan = 0, launch = 0, device = 0, apply = 0;
 };
