@@ -59,12 +59,16 @@ class EngineImpl final : public Engine {
   void run_step();
   // The step's failure: every request in it ends with `error`.
   void fail_step(const core::BatchPlan& plan, const Status& error);
-  // Overlapped scheduling (overlap_step.cc). overlap_allowed(): the setup allows it (overlap_) and every
-  // live request can take part. launch_overlapped(): queues the step with its sampling and keeps it as
-  // in_flight_. continue_overlap(): with a step in flight, plans and launches the next one behind it (each
-  // request it samples for going on with a pending token), then reads the step's tokens and applies them.
+  // Overlapped scheduling (overlap_step.cc). overlap_allowed(): the setup allows it (overlap_) and the
+  // engine is not stopping. launch_overlapped(): queues a step's forward and sampling and keeps it as
+  // in_flight_. continue_overlap(): with a step in flight, plans the next one and queues its forward behind
+  // it (each request it samples for going on with a pending token), reads the step's tokens and applies
+  // them, then queues the next step's sampling.
   bool overlap_allowed() const;
-  void launch_overlapped(core::BatchPlan plan, std::span<const runner::ModelRunner::FedToken> fed, Clock::time_point begin);
+  void launch_overlapped(core::BatchPlan plan, Clock::time_point begin);
+  std::optional<core::BatchPlan> launch_next_forward(std::span<const std::pair<int64_t, int32_t>> pending);
+  // The step's sampling rows, with their masks filled, queued behind its forward.
+  Status launch_sampling(const core::BatchPlan& plan);
   void continue_overlap();
   // Appends a pending token for each request `plan` samples for that goes on after it; returns (sequence
   // id, sampled row) of each.
@@ -76,7 +80,10 @@ class EngineImpl final : public Engine {
   // Admission time and cached prefix of the plan's requests scheduled for the first time.
   void note_first_scheduled(const core::BatchPlan& plan);
   // The step's sampled rows into each request's stream, then the KV moves, the next drafts and the gauges.
-  void apply_step(const core::BatchPlan& plan, std::span<const sample::SampleResult> picked);
+  // `logits`: each sequence's logits rows, counted while its Sequence was alive (overlapped scheduling may
+  // free it before the step is applied); empty: counted now.
+  void apply_step(const core::BatchPlan& plan, std::span<const sample::SampleResult> picked,
+                  std::span<const int32_t> logits = {});
   // Calls f(seq, state) for each running request in decode; returns `budget` less their uncomputed tokens
   // (decodes are planned first, each taking all of them). Defined in engine_step.cc, its only user.
   template <class F>
@@ -93,7 +100,8 @@ class EngineImpl final : public Engine {
   // `views`: SpecPV's partial views of the step (runner::ModelRunner::PlanViews).
   Expected<std::vector<sample::SampleResult>> sample_step(const core::BatchPlan& plan,
                                                           runner::ModelRunner::PlanViews views);
-  // Every logits row's sampling (`masks`: one per plan.seqs, empty spans where unconstrained).
+  // Every logits row's sampling (`masks`: one per plan.seqs, empty spans where unconstrained). A row of a
+  // request that ended since its step was planned (overlapped scheduling) is sampled greedily, unread.
   std::vector<sample::RowSampling> sampling_rows(const core::BatchPlan& plan, std::span<const std::span<uint32_t>> masks);
   // The output tokens row `j` of a sequence's logits rows sees (its drafts before j count as output).
   std::span<const int32_t> row_outputs(const RequestState& state, const core::Sequence& seq, int32_t j);
@@ -167,6 +175,7 @@ class EngineImpl final : public Engine {
   // scheduler finishes of requests that ended while a step was open (their blocks are in its work).
   struct InFlight {
     core::BatchPlan plan;
+    std::vector<int32_t> logits;  // logits rows of each plan.seqs entry, counted at launch
   };
   bool overlap_ = false;
   std::optional<InFlight> in_flight_;

@@ -34,7 +34,7 @@ void EngineImpl::run_step() {
     return;
   }
   note_first_scheduled(plan);
-  if (overlap_allowed()) return launch_overlapped(std::move(plan), {}, begin);
+  if (overlap_allowed()) return launch_overlapped(std::move(plan), begin);
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
   const auto step_start = Clock::now();
   const auto exact = [this](int64_t id) { return requests_.at(id)->request.exact_verification; };
@@ -100,7 +100,8 @@ void EngineImpl::note_first_scheduled(const core::BatchPlan& plan) {
   }
 }
 
-void EngineImpl::apply_step(const core::BatchPlan& plan, std::span<const sample::SampleResult> picked) {
+void EngineImpl::apply_step(const core::BatchPlan& plan, std::span<const sample::SampleResult> picked,
+                            std::span<const int32_t> logits) {
   {
     std::lock_guard lock(metrics_mu_);
     ++metrics_.steps_total;
@@ -108,8 +109,9 @@ void EngineImpl::apply_step(const core::BatchPlan& plan, std::span<const sample:
   }
   size_t row = 0;
   int32_t token_row = 0;  // the sequence's first row in the step (its hidden-state taps)
-  for (const core::ScheduledSeq& s : plan.seqs) {
-    const size_t n = size_t(runner::ModelRunner::num_logits(s));
+  for (size_t k = 0; k < plan.seqs.size(); ++k) {
+    const core::ScheduledSeq& s = plan.seqs[k];
+    const size_t n = size_t(logits.empty() ? runner::ModelRunner::num_logits(s) : logits[k]);
     // A request that ended or was cancelled since the step was launched (overlapped scheduling) has its
     // rows dropped; its sequence may be freed already, so it is not looked at.
     const auto it = requests_.find(s.seq_id);
@@ -234,15 +236,25 @@ std::vector<sample::RowSampling> EngineImpl::sampling_rows(const core::BatchPlan
   row_outputs_.reserve(num_rows);  // row_outputs() hands out spans into it
   std::vector<sample::RowSampling> rows;
   rows.reserve(num_rows);
+  static const SamplingParams kDropped = [] {
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    return greedy;
+  }();
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     const core::ScheduledSeq& s = plan.seqs[k];
-    const RequestState& state = *requests_.at(s.seq_id);
-    // A row's random draw is that of the output position it samples, as without speculation (or with the
-    // token in flight counted), so a seeded request gives the same tokens either way.
-    const uint64_t outputs = uint64_t(state.output_tokens.size()) + (state.token_in_flight ? 1 : 0);
+    const auto it = requests_.find(s.seq_id);
+    if (it == requests_.end()) {
+      for (int32_t j = 0; j < runner::ModelRunner::num_logits(s); ++j) rows.push_back({.params = &kDropped});
+      continue;
+    }
+    const RequestState& state = *it->second;
+    // A row's random draw is that of the output position it samples, as without speculation, so a seeded
+    // request gives the same tokens with and without it.
     for (int32_t j = 0; j < runner::ModelRunner::num_logits(s); ++j)
       rows.push_back({&state.request.sampling, state.prompt_tokens, row_outputs(state, *s.seq, j), state.seed,
-                      outputs + uint64_t(row_depth(*s.seq, j)), masks.empty() ? std::span<uint32_t>() : masks[k]});
+                      uint64_t(state.output_tokens.size()) + uint64_t(row_depth(*s.seq, j)),
+                      masks.empty() ? std::span<uint32_t>() : masks[k]});
   }
   return rows;
 }

@@ -1,14 +1,14 @@
-// Overlapped scheduling: while step n runs on the device, the engine plans step n+1 and queues it behind
-// step n, each of its requests that step n samples for going on with a pending token whose value the
-// device copies from step n's samples (ModelRunner::FedToken); only then does it wait for step n's tokens
-// and apply them. The host's part of a step (plan, pack, upload, launch, stop checks, streaming) so runs
-// while the device works instead of between its steps.
+// Overlapped scheduling: while step n runs on the device, the engine plans step n+1 and queues its forward
+// behind step n, each of its requests that step n samples for going on with a pending token whose value the
+// device copies from step n's samples (ModelRunner::FedToken); only then does it wait for step n's tokens,
+// apply them, and queue step n+1's sampling, whose rows (penalties over every output token, structured
+// output's masks) so see step n's tokens. The host's part of a step (plan, pack, upload, launch, stop
+// checks, streaming, masks) runs while the device computes a forward instead of between steps.
 //
-// What keeps it exact: a request's sampled tokens are the same as without overlap (the draw position
-// counts the token in flight); a request that stops at step n has its step n+1 row dropped, and the
-// scheduler frees its blocks only after that step (finish() is deferred while a step is open); a block
-// holding a pending token is never published. A step with anything else (drafts, masks, penalties) is run
-// after the pipeline drains.
+// What keeps it exact: a row's sampling is built from the same state as without overlap; a request that
+// stops at step n has its step n+1 row dropped (sampled greedily, for nothing), and the scheduler frees its
+// blocks only after that step (finish() is deferred while a step is open); a block holding a pending token
+// is never published. Speculation, SpecPV, SLO targets and several ranks keep steps one at a time.
 #include <algorithm>
 
 #include "base/trace.h"
@@ -16,26 +16,36 @@
 
 namespace drift::engine {
 
-bool EngineImpl::overlap_allowed() const {
-  if (!overlap_) return false;
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return false;
-  }
-  // Penalties look at every output token and a mask follows each one, so neither can sample a step
-  // before the previous step's tokens are on the host.
-  for (const auto& [id, state] : requests_)
-    if (state->matcher || state->request.sampling.penalised()) return false;
-  return true;
+namespace {
+
+std::vector<int32_t> logits_per_seq(const core::BatchPlan& plan) {
+  std::vector<int32_t> logits;
+  for (const core::ScheduledSeq& s : plan.seqs) logits.push_back(runner::ModelRunner::num_logits(s));
+  return logits;
 }
 
-void EngineImpl::launch_overlapped(core::BatchPlan plan, std::span<const runner::ModelRunner::FedToken> fed,
-                                   Clock::time_point begin) {
+}  // namespace
+
+bool EngineImpl::overlap_allowed() const {
+  if (!overlap_) return false;
+  std::lock_guard lock(mu_);
+  return !stopping_;
+}
+
+Status EngineImpl::launch_sampling(const core::BatchPlan& plan) {
+  const std::vector<std::span<uint32_t>> masks = layout_masks(plan);
+  fill_masks(plan, masks);
+  return runner_->launch_sampling(sampling_rows(plan, masks));
+}
+
+void EngineImpl::launch_overlapped(core::BatchPlan plan, Clock::time_point begin) {
   trace::record(trace::Event::kStepBegin, int64_t(plan.seqs.size()), plan.num_tokens);
   const auto planned = Clock::now();
-  const std::vector<sample::RowSampling> rows = sampling_rows(plan, {});
-  if (Status launched = runner_->launch_sampled(plan, rows, fed); !launched.ok()) return fail_step(plan, launched);
-  in_flight_ = InFlight{std::move(plan)};
+  Status launched = runner_->launch_forward(plan, {});
+  if (launched.ok()) launched = launch_sampling(plan);
+  if (!launched.ok()) return fail_step(plan, launched);
+  std::vector<int32_t> logits = logits_per_seq(plan);
+  in_flight_ = InFlight{.plan = std::move(plan), .logits = std::move(logits)};
   std::lock_guard lock(metrics_mu_);
   metrics_.step_seconds.plan += seconds_between(begin, planned);
   metrics_.step_seconds.launch += seconds_between(planned, Clock::now());
@@ -68,41 +78,67 @@ void EngineImpl::flush_deferred_finishes() {
   deferred_finishes_.clear();
 }
 
+// Plans step n+1 with step n's pending tokens and queues its forward; empty when nothing went on.
+std::optional<core::BatchPlan> EngineImpl::launch_next_forward(std::span<const std::pair<int64_t, int32_t>> pending) {
+  if (pending.empty()) return std::nullopt;
+  core::BatchPlan next = plan_step();
+  if (next.seqs.empty()) return std::nullopt;
+  note_first_scheduled(next);
+  trace::record(trace::Event::kStepBegin, int64_t(next.seqs.size()), next.num_tokens);
+  std::vector<runner::ModelRunner::FedToken> fed;
+  for (size_t k = 0; k < next.seqs.size(); ++k)
+    for (const auto& [id, row] : pending)
+      if (next.seqs[k].seq_id == id) fed.push_back({int32_t(k), row});
+  if (Status launched = runner_->launch_forward(next, fed); !launched.ok()) {
+    fail_step(next, launched);
+    return std::nullopt;
+  }
+  std::lock_guard lock(metrics_mu_);
+  ++metrics_.overlapped_steps_total;
+  return next;
+}
+
 void EngineImpl::continue_overlap() {
   InFlight step = std::move(*in_flight_);
   in_flight_.reset();
   const auto begin = Clock::now();
   scheduler_->on_step_done(step.plan);  // its KV is queued; blocks holding pending tokens stay unpublished
   flush_deferred_finishes();
-  std::vector<std::pair<int64_t, int32_t>> pending;
-  if (overlap_allowed()) pending = append_pending(step.plan);
-  if (!pending.empty()) {
-    core::BatchPlan next = plan_step();
-    note_first_scheduled(next);
-    std::vector<runner::ModelRunner::FedToken> fed;
-    for (size_t k = 0; k < next.seqs.size(); ++k)
-      for (const auto& [id, row] : pending)
-        if (next.seqs[k].seq_id == id) fed.push_back({int32_t(k), row});
-    if (!next.seqs.empty()) launch_overlapped(std::move(next), fed, begin);
-    if (in_flight_) {
-      std::lock_guard lock(metrics_mu_);
-      ++metrics_.overlapped_steps_total;
-    }
-  }
+  const std::vector<std::pair<int64_t, int32_t>> pending =
+      overlap_allowed() ? append_pending(step.plan) : std::vector<std::pair<int64_t, int32_t>>();
+  std::optional<core::BatchPlan> next = launch_next_forward(pending);
   const auto waiting = Clock::now();
   Expected<std::span<const sample::SampleResult>> picked = runner_->wait_sampled();
   const auto sampled = Clock::now();
-  if (!picked.ok()) return fail_step(step.plan, picked.status());
+  if (!picked.ok()) {
+    if (next) {
+      runner_->drop_forward();
+      fail_step(*next, picked.status());
+    }
+    return fail_step(step.plan, picked.status());
+  }
   // The values the next step already read on the device; a non-finite row's request is ended by apply_step.
   for (const auto& [id, row] : pending)
     scheduler_->resolve_pending_token(id, std::max((*picked)[size_t(row)].token, 0));
   trace::record(trace::Event::kStepEnd, int64_t(step.plan.seqs.size()), step.plan.num_tokens);
-  apply_step(step.plan, *picked);
+  apply_step(step.plan, *picked, step.logits);
+  const auto applied = Clock::now();
+  if (next) {
+    // After apply: the rows see step n's tokens (penalties, the masks' matchers).
+    if (Status launched = launch_sampling(*next); !launched.ok()) {
+      fail_step(*next, launched);
+    } else {
+      std::vector<int32_t> logits = logits_per_seq(*next);
+      in_flight_ = InFlight{.plan = std::move(*next), .logits = std::move(logits)};
+    }
+  }
   if (!in_flight_) flush_deferred_finishes();  // nothing is open: the scheduler takes them now
   std::lock_guard lock(metrics_mu_);
-  if (!in_flight_) metrics_.step_seconds.plan += seconds_between(begin, waiting);  // else launch_overlapped counted it
-  metrics_.step_seconds.device += seconds_between(waiting, sampled);
-  metrics_.step_seconds.apply += seconds_between(sampled, Clock::now());
+  StepPhaseSeconds& phases = metrics_.step_seconds;
+  phases.plan += seconds_between(begin, waiting);  // step n's bookkeeping, the next plan and its forward's launch
+  phases.device += seconds_between(waiting, sampled);
+  phases.apply += seconds_between(sampled, applied);
+  phases.launch += seconds_between(applied, Clock::now());  // the next step's sampling rows, masks and launch
 }
 
 }  // namespace drift::engine

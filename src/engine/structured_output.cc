@@ -37,14 +37,19 @@ Status EngineImpl::attach_schema(RequestState& state, const Request& request) {
 std::vector<std::span<uint32_t>> EngineImpl::layout_masks(const core::BatchPlan& plan) {
   std::vector<std::span<uint32_t>> masks(plan.seqs.size());
   size_t constrained = 0;
-  for (const core::ScheduledSeq& s : plan.seqs) constrained += requests_.at(s.seq_id)->matcher ? 1 : 0;
+  // A request that ended since its step was planned (overlapped scheduling) gets no mask.
+  auto constrained_at = [&](size_t k) {
+    const auto it = requests_.find(plan.seqs[k].seq_id);
+    return it != requests_.end() && it->second->matcher && runner::ModelRunner::num_logits(plan.seqs[k]) > 0;
+  };
+  for (size_t k = 0; k < plan.seqs.size(); ++k) constrained += constrained_at(k) ? 1 : 0;
   // A constrained request came through the inbox after attach_schema built the index: reading it is safe.
   if (constrained == 0) return masks;
   const size_t words = size_t(vocab_index_->words());
   masks_.resize(constrained * words);  // sized before any span into it is taken
   size_t next = 0;
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
-    if (!requests_.at(plan.seqs[k].seq_id)->matcher || runner::ModelRunner::num_logits(plan.seqs[k]) == 0) continue;
+    if (!constrained_at(k)) continue;
     masks[k] = std::span<uint32_t>(masks_.data() + next * words, words);
     ++next;
   }

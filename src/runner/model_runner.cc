@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <numeric>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -311,7 +312,7 @@ void ModelRunner::pack_padding(int32_t num_real_seqs, int32_t new_per_seq, int32
 Status ModelRunner::check_fed(std::span<const SeqStep> seqs, std::span<const FedToken> fed) const {
   if (fed.empty()) return Status::Ok();
   if (sampler_ == nullptr || last_sampled_rows_ < 0)
-    return invalid_argument("fed tokens need an earlier launch_sampled() to come from");
+    return invalid_argument("fed tokens need an earlier launch_sampling() to come from");
   for (const FedToken& f : fed) {
     if (f.seq < 0 || f.seq >= int32_t(seqs.size()) || f.from_row < 0 || f.from_row >= last_sampled_rows_)
       return invalid_argument(fmt::format("fed token of sequence {} from row {}: the step has {} sequences, the "
@@ -444,21 +445,26 @@ Expected<std::span<const float>> ModelRunner::step(std::span<const SeqStep> seqs
   return std::span<const float>(h_logits_);
 }
 
-Status ModelRunner::launch_sampled(std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
-                                   std::span<const FedToken> fed, const std::function<void()>& while_running) {
+Status ModelRunner::launch_forward(std::span<const SeqStep> seqs, std::span<const FedToken> fed) {
   if (sampler_ == nullptr)
     return unsupported(fmt::format("the {} backend's runner has no device sampler", ops_.name()));
-  size_t rows = 0;
-  for (const SeqStep& seq : seqs) rows += size_t(count_logit_rows(seq));
-  if (rows != sampling.size())
-    return invalid_argument(fmt::format("step_and_sample: the step has {} logits rows but {} samplings were given", rows,
-                                        sampling.size()));
+  if (forward_rows_ >= 0) return invalid_argument("launch_forward: the step before was not sampled yet");
   const bool graphs = config_.cuda_graphs && ops_.supports_capture();
   const auto t = std::chrono::steady_clock::now();
-  DRIFT_ASSIGN_OR_RETURN(const int32_t num_logits, forward(seqs, graphs, fed));
-  if (while_running) while_running();
-  sampler_->launch(logits_.view.slice(0, num_logits), sampling);
-  last_sampled_rows_ = num_logits;
+  DRIFT_ASSIGN_OR_RETURN(forward_rows_, forward(seqs, graphs, fed));
+  step_times_.launch += seconds_since(t);
+  return Status::Ok();
+}
+
+Status ModelRunner::launch_sampling(std::span<const sample::RowSampling> sampling) {
+  if (forward_rows_ < 0) return invalid_argument("launch_sampling: no forward to sample");
+  const int32_t rows = std::exchange(forward_rows_, -1);
+  if (size_t(rows) != sampling.size())
+    return invalid_argument(fmt::format("step_and_sample: the step has {} logits rows but {} samplings were given", rows,
+                                        sampling.size()));
+  const auto t = std::chrono::steady_clock::now();
+  sampler_->launch(logits_.view.slice(0, rows), sampling);
+  last_sampled_rows_ = rows;
   step_times_.launch += seconds_since(t);
   return Status::Ok();
 }
@@ -474,7 +480,9 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::wait_sampled() {
 Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
     std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
     const std::function<void()>& while_running) {
-  DRIFT_RETURN_IF_ERROR(launch_sampled(seqs, sampling, {}, while_running));
+  DRIFT_RETURN_IF_ERROR(launch_forward(seqs));
+  if (while_running) while_running();
+  DRIFT_RETURN_IF_ERROR(launch_sampling(sampling));
   return wait_sampled();
 }
 
@@ -516,9 +524,8 @@ Expected<std::span<const sample::SampleResult>> ModelRunner::step_and_sample(
   return step_and_sample(rows_of(plan, views), sampling, while_running);
 }
 
-Status ModelRunner::launch_sampled(const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
-                                   std::span<const FedToken> fed) {
-  return launch_sampled(rows_of(plan, {}), sampling, fed);
+Status ModelRunner::launch_forward(const core::BatchPlan& plan, std::span<const FedToken> fed) {
+  return launch_forward(rows_of(plan, {}), fed);
 }
 
 }  // namespace drift::runner

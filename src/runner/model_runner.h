@@ -94,13 +94,16 @@ class ModelRunner {
     int32_t seq = 0;       // index into the step's sequences
     int32_t from_row = 0;  // the previous launch's sampled row
   };
-  // step_and_sample() in two halves: queues the step and its sampling and returns before they run, the
-  // `fed` tokens copied on the device from the previous launch's samples; wait_sampled() then returns the
-  // oldest launch's results (valid until the next wait). One launch may be queued behind another that was
-  // not waited for, never more; `while_running` as in step_and_sample().
-  Status launch_sampled(std::span<const SeqStep> seqs, std::span<const sample::RowSampling> sampling,
-                        std::span<const FedToken> fed = {}, const std::function<void()>& while_running = {});
+  // step_and_sample() in three calls. launch_forward() queues the step, its `fed` tokens copied on the
+  // device from the latest sampling launched; launch_sampling() then queues the step's sampling (its rows
+  // may be built after the previous step's tokens were read: penalties and masks see them); wait_sampled()
+  // returns the oldest sampling's results (valid until the next wait). A forward may be queued behind a
+  // sampling not yet waited for, and its own sampling after that wait, so at most two are outstanding.
+  Status launch_forward(std::span<const SeqStep> seqs, std::span<const FedToken> fed = {});
+  Status launch_sampling(std::span<const sample::RowSampling> sampling);
   Expected<std::span<const sample::SampleResult>> wait_sampled();
+  // Forgets a forward whose sampling will not be launched (its step failed): the next forward may go.
+  void drop_forward() { forward_rows_ = -1; }
 
   // The same for a scheduled step: each sequence's new tokens, and logits rows for those that sample
   // (samples): its last new token's, or with drafts the last verified token's and each draft's.
@@ -111,8 +114,7 @@ class ModelRunner {
                                                                   std::span<const sample::RowSampling> sampling,
                                                                   const std::function<void()>& while_running = {},
                                                                   PlanViews views = {});
-  Status launch_sampled(const core::BatchPlan& plan, std::span<const sample::RowSampling> sampling,
-                        std::span<const FedToken> fed);
+  Status launch_forward(const core::BatchPlan& plan, std::span<const FedToken> fed);
   // Logits rows a scheduled sequence gets: 0, 1, or 1 + its drafts.
   static int32_t num_logits(const core::ScheduledSeq& s);
   // The most tokens a step of one sequence may compute with a draft tree (the tokens before its root
@@ -198,7 +200,8 @@ class ModelRunner {
   std::unique_ptr<backend::QueueMark> staging_read_;
   backend::Buffer logits_;
   backend::Buffer fed_tokens_;         // [max_num_seqs] int32: fed tokens gathered from the sampler's
-  int32_t last_sampled_rows_ = -1;     // rows of the latest launch_sampled(); -1: none outstanding
+  int32_t forward_rows_ = -1;          // logits rows of the forward launched and not yet sampled; -1: none
+  int32_t last_sampled_rows_ = -1;     // rows of the latest launch_sampling(); -1: none yet
   std::vector<float> h_logits_;
   std::vector<int32_t> buckets_;
   std::vector<int32_t> row_index_;     // 0, 1, 2, ...: logit_rows of a scheduled step point into it

@@ -1,7 +1,7 @@
 // Overlapped scheduling (EngineConfig::overlap_scheduling, engine/overlap_step.cc) changes when the host
-// plans a step, never what a request generates: greedy and seeded sampling, stop tokens, stop strings and
-// length limits give the same streams with it on and off; requests whose penalties keep the pipeline
-// drained mix with those that overlap; cancelling mid-stream and preemption leave no KV block behind.
+// plans a step, never what a request generates: greedy and seeded sampling, stop tokens, stop strings,
+// length limits, penalties and JSON schemas give the same streams with it on and off; cancelling
+// mid-stream and preemption leave no KV block behind.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -75,13 +75,26 @@ TEST(EngineOverlap, OnAndOffGiveTheSameStreams) {
   EXPECT_EQ(on_metrics.generation_tokens_total, off_metrics.generation_tokens_total);
 }
 
-TEST(EngineOverlap, PenalisedRequestsDrainThePipelineWithoutChangingAnyone) {
+// Penalties look at every output token and a schema's mask follows each one: their rows are built after
+// the previous step's tokens are applied, so these requests overlap too and their streams do not move.
+TEST(EngineOverlap, PenaltiesAndSchemasOverlapWithoutChangingAnyone) {
   std::vector<Request> requests = varied_requests();
   for (size_t i = 0; i < requests.size(); i += 5) requests[i].sampling.repetition_penalty = 1.3f;
+  for (size_t i = 1; i < requests.size(); i += 4) {
+    requests[i].sampling.frequency_penalty = 0.5f;
+    requests[i].sampling.presence_penalty = 0.3f;
+  }
+  for (size_t i = 2; i < requests.size(); i += 6) {
+    requests[i].json_schema = R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}})";
+    requests[i].stop.clear();
+  }
+  EngineConfig on_config = with_overlap(true), off_config = with_overlap(false);
+  on_config.mask_threads = off_config.mask_threads = 1;
   EngineMetrics on_metrics, off_metrics;
-  const std::vector<Collected> off = run_fresh(with_overlap(false), requests, &off_metrics);
-  const std::vector<Collected> on = run_fresh(with_overlap(true), requests, &on_metrics);
+  const std::vector<Collected> off = run_fresh(off_config, requests, &off_metrics);
+  const std::vector<Collected> on = run_fresh(on_config, requests, &on_metrics);
   expect_same_streams(on, off);
+  EXPECT_GT(on_metrics.overlapped_steps_total, on_metrics.steps_total / 2);
   EXPECT_EQ(on_metrics.kv_blocks_used, 0);
 }
 

@@ -176,29 +176,34 @@ struct Outcome {
   int64_t graphs = 0, replays = 0;
 };
 
-// Overlapped scheduling's steps: the prompts, then `n` decode steps of every sequence, each launched before
-// the previous step's tokens are read: the sequence's newest token is a placeholder whose value the runner
-// copies in from the previous samples (FedToken), and the host learns it only after the next launch.
+// Overlapped scheduling's steps: the prompts, then `n` decode steps of every sequence, each step's forward
+// queued before the previous step's tokens are read: the sequence's newest token is a placeholder whose
+// value the runner copies in from the previous samples (FedToken); the host learns it only after that
+// launch, then queues the step's sampling.
 void decode_fed(runner::ModelRunner& runner, std::vector<Seq>& seqs, const SamplingParams& greedy, int n) {
-  auto launch = [&](bool prefill) {
+  auto forward = [&](bool prefill) {
     std::vector<runner::SeqStep> steps;
-    std::vector<sample::RowSampling> rows;
     std::vector<runner::ModelRunner::FedToken> fed;
     for (size_t i = 0; i < seqs.size(); ++i) {
       const Seq& s = seqs[i];
       const int32_t done = prefill ? 0 : int32_t(s.tokens.size()) - 1;
       steps.push_back({s.tokens, done, int32_t(s.tokens.size()) - done, s.tables, true, false});
-      rows.push_back({&greedy, std::span<const int32_t>(s.tokens.data(), s.prompt_len), {}, 0, 0});
       if (!prefill) fed.push_back({int32_t(i), int32_t(i)});
     }
-    const Status launched = runner.launch_sampled(steps, rows, fed);
+    const Status launched = runner.launch_forward(steps, fed);
+    ASSERT_TRUE(launched.ok()) << launched.to_string();
+  };
+  auto sampling = [&] {
+    std::vector<sample::RowSampling> rows;
+    for (const Seq& s : seqs) rows.push_back({&greedy, std::span<const int32_t>(s.tokens.data(), s.prompt_len), {}, 0, 0});
+    const Status launched = runner.launch_sampling(rows);
     ASSERT_TRUE(launched.ok()) << launched.to_string();
   };
   auto tokens_back = [&](bool resolve) {
     auto picked = runner.wait_sampled();
     ASSERT_TRUE(picked.ok()) << picked.status().to_string();
     ASSERT_EQ(picked->size(), seqs.size());
-    // The placeholder the step just launched computes, or a new token after the last step.
+    // The placeholder the forward just queued computes, or a new token after the last step.
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (resolve) {
         seqs[i].tokens.back() = (*picked)[i].token;
@@ -207,11 +212,13 @@ void decode_fed(runner::ModelRunner& runner, std::vector<Seq>& seqs, const Sampl
       }
     }
   };
-  launch(true);
+  forward(true);
+  sampling();
   for (int j = 0; j < n; ++j) {
     for (Seq& s : seqs) s.tokens.push_back(core::kPendingToken);
-    launch(false);
+    forward(false);
     tokens_back(true);
+    sampling();
   }
   tokens_back(false);
 }
