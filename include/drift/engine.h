@@ -111,10 +111,10 @@ struct EngineConfig {
   int32_t mask_threads = 0;
   // CUDA: run every step eagerly instead of replaying decode steps from CUDA graphs (debugging, profiling).
   bool enforce_eager = false;
-  // Overlapped scheduling: while a step runs, the engine plans and launches the next one, whose token ids
-  // the device copies from the running step's samples, and reads back only the sampled tokens. It applies
-  // to steps whose requests have no penalties and no structured output, without speculation, SpecPV, SLO
-  // targets or several ranks; other steps run one after another. Outputs are the same either way.
+  // Overlapped scheduling: while a step runs, the engine plans the next one and queues its forward, whose
+  // token ids the device copies from the running step's samples, then applies the step's tokens and queues
+  // the next sampling (so penalties and structured output see them). Off with speculation, SpecPV, SLO
+  // targets or several ranks: those steps run one after another. Outputs are the same either way.
   bool overlap_scheduling = true;
   SpeculativeConfig speculative;
   SpecPvConfig specpv;
