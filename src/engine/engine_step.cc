@@ -70,6 +70,8 @@ void EngineImpl::fail_step(const core::BatchPlan& plan, const Status& error) {
     (void)scheduler_->abort(s.seq_id);
     finish(s.seq_id, FinishReason::kError, {}, error);
   }
+  // Its KV may be anything: the step closes without counting it, and the engine goes on.
+  if (scheduler_->step_open()) scheduler_->on_step_failed(plan);
 }
 
 core::BatchPlan EngineImpl::plan_step() {

@@ -67,6 +67,9 @@ class Scheduler {
   int32_t token_budget() const { return token_budget_; }
   void commit(const BatchPlan& plan);
   void on_step_done(const BatchPlan& plan);
+  // Closes a step whose work failed: nothing it computed counts or is published (the caller aborts its
+  // requests), and the next plan may follow.
+  void on_step_failed(const BatchPlan& plan);
   bool step_open() const { return step_open_; }
 
   // Appends a sampled (or draft) token. The request must be running and below its length limit,

@@ -142,4 +142,11 @@ void Scheduler::on_step_done(const BatchPlan& plan) {
   ++version_;
 }
 
+void Scheduler::on_step_failed(const BatchPlan& plan) {
+  if (plan.empty()) return;
+  DRIFT_CHECK(step_open_ && plan.version == committed_version_, "on_step_failed() needs the latest committed plan");
+  step_open_ = false;
+  ++version_;
+}
+
 }  // namespace drift::core

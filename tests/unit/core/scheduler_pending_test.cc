@@ -1,6 +1,6 @@
 // Pending tokens (overlapped scheduling): the token a step in flight samples is scheduled before its value
 // is known; its block is neither hashed nor published until resolve_pending_token() gives the value, which
-// may come while the next step is open; a preempted request keeps it.
+// may come while the next step is open; a preempted request keeps it. And a failed step's closing.
 #include "core_test_util.h"
 
 namespace drift::core::testing {
@@ -68,6 +68,28 @@ TEST(SchedulerPending, PreemptedRequestKeepsItsPendingToken) {
   EXPECT_EQ(seq->status, SeqStatus::kPreempted);
   EXPECT_EQ(seq->tokens, (std::vector<int32_t>{10, 11, 12, 13, 99}));
   EXPECT_EQ(seq->num_pending_tokens, 0);
+  EXPECT_TRUE(sched.check_invariants().ok()) << sched.check_invariants().message();
+}
+
+// A failed step closes without counting what it computed: nothing is published, its aborted request's
+// blocks go back at the next commit, and the next plan runs.
+TEST(SchedulerSteps, FailedStepClosesWithoutCountingItsWork) {
+  Scheduler sched(small_config(AdmissionPolicy::kGuaranteed, /*prefix_cache=*/true), one_group(8, /*block_size=*/4));
+  ASSERT_TRUE(sched.add(make_seq(1, iota_tokens(8, 10), 4)).ok());
+  ASSERT_TRUE(sched.add(make_seq(2, iota_tokens(5, 50), 4)).ok());
+  const BatchPlan failed = sched.plan();
+  sched.commit(failed);
+  ASSERT_TRUE(sched.abort(1).ok());
+  ASSERT_TRUE(sched.abort(2).ok());
+  sched.on_step_failed(failed);
+  EXPECT_FALSE(sched.step_open());
+  EXPECT_EQ(sched.explain_prefix(iota_tokens(8, 10), "").num_hit_blocks, 0);
+  ASSERT_TRUE(sched.add(make_seq(3, iota_tokens(6, 90), 4)).ok());
+  const BatchPlan next = run_step(sched);
+  EXPECT_EQ(next.released.size(), 2u);
+  ASSERT_EQ(next.seqs.size(), 1u);
+  EXPECT_EQ(next.seqs[0].seq_id, 3);
+  EXPECT_EQ(sched.find(3)->num_computed, 6);
   EXPECT_TRUE(sched.check_invariants().ok()) << sched.check_invariants().message();
 }
 
