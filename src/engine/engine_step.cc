@@ -238,11 +238,7 @@ std::vector<sample::RowSampling> EngineImpl::sampling_rows(const core::BatchPlan
   row_outputs_.reserve(num_rows);  // row_outputs() hands out spans into it
   std::vector<sample::RowSampling> rows;
   rows.reserve(num_rows);
-  static const SamplingParams kDropped = [] {
-    SamplingParams greedy;
-    greedy.temperature = 0.0f;
-    return greedy;
-  }();
+  static const SamplingParams kDropped{.temperature = 0.0f};  // greedy
   for (size_t k = 0; k < plan.seqs.size(); ++k) {
     const core::ScheduledSeq& s = plan.seqs[k];
     const auto it = requests_.find(s.seq_id);
@@ -299,8 +295,10 @@ void EngineImpl::apply_rows(RequestState& state, const core::ScheduledSeq& s, st
   }
   const int32_t num_drafts = seq.num_draft_tokens;
   if (num_drafts == 0) {
-    const int32_t in_scheduler = state.token_in_flight ? 1 : 0;
-    state.token_in_flight = false;
+    // Overlapped scheduling appended the token as a pending one already: the scheduler's sequence is ahead.
+    const int32_t in_scheduler = seq.num_output_tokens() - int32_t(state.output_tokens.size());
+    DRIFT_CHECK(in_scheduler == 0 || in_scheduler == 1, "request {}: the scheduler holds {} outputs, the engine {}",
+                seq.seq_id, seq.num_output_tokens(), state.output_tokens.size());
     accept_tokens(state, seq, rows, in_scheduler);
     return keep_for_draft(state, seq, s.num_computed, token_row, {});
   }

@@ -10,6 +10,7 @@
 // blocks only after that step (finish() is deferred while a step is open); a block holding a pending token
 // is never published. Speculation, SpecPV, SLO targets and several ranks keep steps one at a time.
 #include <algorithm>
+#include <unordered_map>
 
 #include "base/trace.h"
 #include "engine/engine_impl.h"
@@ -67,7 +68,6 @@ std::vector<std::pair<int64_t, int32_t>> EngineImpl::append_pending(const core::
         seq->num_tokens() + 1 >= scheduler_->max_length(*seq))
       continue;
     scheduler_->append_pending_token(s.seq_id);
-    state.token_in_flight = true;
     pending.emplace_back(s.seq_id, row - 1);
   }
   return pending;
@@ -85,10 +85,10 @@ std::optional<core::BatchPlan> EngineImpl::launch_next_forward(std::span<const s
   if (next.seqs.empty()) return std::nullopt;
   note_first_scheduled(next);
   trace::record(trace::Event::kStepBegin, int64_t(next.seqs.size()), next.num_tokens);
+  const std::unordered_map<int64_t, int32_t> row_of(pending.begin(), pending.end());
   std::vector<runner::ModelRunner::FedToken> fed;
   for (size_t k = 0; k < next.seqs.size(); ++k)
-    for (const auto& [id, row] : pending)
-      if (next.seqs[k].seq_id == id) fed.push_back({int32_t(k), row});
+    if (const auto it = row_of.find(next.seqs[k].seq_id); it != row_of.end()) fed.push_back({int32_t(k), it->second});
   if (Status launched = runner_->launch_forward(next, fed); !launched.ok()) {
     fail_step(next, launched);
     return std::nullopt;

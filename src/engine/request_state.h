@@ -32,9 +32,6 @@ struct RequestState {
   int32_t num_cached_tokens = 0;
   Clock::time_point submitted, first_scheduled, first_token, last_token;
   bool scheduled = false;
-  // Overlapped scheduling: the token the step in flight samples is already in the scheduler's sequence, as
-  // a pending token (resolved before it is applied), so applying it does not append it again.
-  bool token_in_flight = false;
   // Structured output: the schema with the text around it, and where the reply stands in them (the
   // matcher points into `structured`).
   struct Structured {

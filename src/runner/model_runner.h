@@ -97,8 +97,8 @@ class ModelRunner {
   // step_and_sample() in three calls. launch_forward() queues the step, its `fed` tokens copied on the
   // device from the latest sampling launched; launch_sampling() then queues the step's sampling (its rows
   // may be built after the previous step's tokens were read: penalties and masks see them); wait_sampled()
-  // returns the oldest sampling's results (valid until the next wait). A forward may be queued behind a
-  // sampling not yet waited for, and its own sampling after that wait, so at most two are outstanding.
+  // returns the sampling's results (valid until the next wait). A forward may be queued behind a sampling
+  // not yet waited for; its own sampling comes after that wait.
   Status launch_forward(std::span<const SeqStep> seqs, std::span<const FedToken> fed = {});
   Status launch_sampling(std::span<const sample::RowSampling> sampling);
   Expected<std::span<const sample::SampleResult>> wait_sampled();

@@ -33,10 +33,10 @@ class DeviceSampler {
   virtual ~DeviceSampler() = default;
   // Queues sampling one token for each row of `logits` ([rows.size(), vocab] fp32 on the device; the
   // penalised entries are rewritten in place) behind the work that computes them, and returns before it
-  // runs. `rows` is read now. At most two calls may be outstanding (overlapped scheduling queues a step
-  // behind one whose tokens were not read yet), and rows with penalties or masks only when none is.
+  // runs. `rows` is read now. One launch at a time: the next comes after its wait() (overlapped
+  // scheduling queues the next step's forward, not its sampling, before that wait).
   virtual void launch(const Tensor& logits, std::span<const RowSampling> rows) = 0;
-  // Waits for the oldest outstanding launch and returns its results, valid until the next wait().
+  // Waits for the launch and returns its results, valid until the next wait().
   virtual std::span<const SampleResult> wait() = 0;
   // The token ids of the latest launch, on the device ([rows] int32, written when it runs): the next
   // step's inputs under overlapped scheduling. A row whose logits were not finite holds kNonFiniteLogits

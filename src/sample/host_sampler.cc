@@ -1,7 +1,6 @@
 // The host side of DeviceSampler: logits already in host memory are sampled at launch() with sample(), the
 // reference the CUDA sampler follows, so its results equal the engine's host path row for row.
 #include <algorithm>
-#include <deque>
 #include <vector>
 
 #include "base/check.h"
@@ -20,8 +19,10 @@ class HostSampler final : public DeviceSampler {
                 logits.describe());
     DRIFT_CHECK_EQ(logits.size(-1), vocab_);
     DRIFT_CHECK(int32_t(rows.size()) <= max_rows_, "host sampler: {} rows, sized for {}", rows.size(), max_rows_);
-    DRIFT_CHECK(outstanding_.size() < 2, "host sampler: a third launch before wait()");
-    std::vector<SampleResult>& out = outstanding_.emplace_back();
+    DRIFT_CHECK(!launched_, "host sampler: a launch before the previous one's wait()");
+    launched_ = true;
+    std::vector<SampleResult>& out = results_;
+    out.clear();
     std::vector<float> row(static_cast<size_t>(vocab_));
     for (size_t i = 0; i < rows.size(); ++i) {
       const float* first = logits.data_as<float>() + int64_t(i) * vocab_;
@@ -35,9 +36,8 @@ class HostSampler final : public DeviceSampler {
   }
 
   std::span<const SampleResult> wait() override {
-    DRIFT_CHECK(!outstanding_.empty(), "host sampler: wait() without a launch");
-    results_ = std::move(outstanding_.front());
-    outstanding_.pop_front();
+    DRIFT_CHECK(launched_, "host sampler: wait() without a launch");
+    launched_ = false;
     return results_;
   }
 
@@ -49,8 +49,8 @@ class HostSampler final : public DeviceSampler {
   int32_t max_rows_;
   int64_t vocab_;
   std::vector<int32_t> tokens_;  // the latest launch's tokens: what device_tokens() shows
-  std::deque<std::vector<SampleResult>> outstanding_;
-  std::vector<SampleResult> results_;
+  std::vector<SampleResult> results_;  // of the launch, computed there
+  bool launched_ = false;               // a launch not waited for
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "sample/cuda/cuda_sampler.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "backend/cuda/runtime/check.h"
 #include "sample/cuda/sample_kernel.h"
@@ -17,21 +18,18 @@ CudaSampler::CudaSampler(backend::CudaOps& ops, int32_t max_rows, int64_t vocab)
     : ops_(ops), max_rows_(max_rows), vocab_(vocab) {
   DRIFT_CHECK(max_rows > 0 && vocab > 0, "CudaSampler of {} rows x {}", max_rows, vocab);
   const int64_t row_bytes = int64_t(sizeof(cuda::SampleRow)) * max_rows;
+  rows_host_ = ops.alloc_host(DType::kU8, {row_bytes});
   rows_device_ = ops.alloc(DType::kU8, {row_bytes});
   const int64_t out_words = int64_t(max_rows) * (2 + 2 * kTop);
+  out_host_ = ops.alloc_host(DType::kI32, {out_words});
   out_device_ = ops.alloc(DType::kI32, {out_words});
-  for (int32_t slot = 0; slot < 2; ++slot) {
-    rows_host_[slot] = ops.alloc_host(DType::kU8, {row_bytes});
-    out_host_[slot] = ops.alloc_host(DType::kI32, {out_words});
-    copied_[slot] = ops.make_mark();
-  }
+  copied_ = ops.make_mark();
   reserve_penalties(int64_t(64) << 10);
 }
 
 void CudaSampler::reserve_penalties(int64_t entries) {
   if (entries <= penalty_capacity_) return;
-  // Buffers in use by queued work are released only after it: penalties are staged only when no launch is
-  // outstanding (launch()), and wait() has seen every earlier one run.
+  // Buffers in use by queued work are released only after it: a launch comes after the previous one's wait().
   penalty_capacity_ = std::max(entries, 2 * penalty_capacity_);
   penalty_host_ = ops_.alloc_host(DType::kI32, {2 * penalty_capacity_});
   penalty_device_ = ops_.alloc(DType::kI32, {2 * penalty_capacity_});
@@ -74,26 +72,19 @@ void CudaSampler::launch(const Tensor& logits, std::span<const RowSampling> rows
               logits.describe());
   DRIFT_CHECK_EQ(logits.size(-1), vocab_);
   DRIFT_CHECK_GE(logits.numel(), int64_t(n) * vocab_);
-  DRIFT_CHECK(outstanding_.size() < 2, "CudaSampler: a third launch before wait()");
-  const int32_t slot = next_slot_;
-  next_slot_ ^= 1;
-  outstanding_.emplace_back(slot, n);
+  DRIFT_CHECK(launched_rows_ < 0, "CudaSampler: a launch before the previous one's wait()");
+  launched_rows_ = n;
   if (n == 0) return;
-  const Staged staged = stage_rows(rows, slot);
-  // The penalty and mask staging has one slot: the launch before this one must have run its copies.
-  DRIFT_CHECK(outstanding_.size() == 1 || (penalty_tokens_.empty() && staged.num_masks == 0),
-              "CudaSampler: penalties or masks while another launch is outstanding");
-  run_kernel(logits, n, staged, slot);
+  run_kernel(logits, n, stage_rows(rows));
 }
 
 std::span<const SampleResult> CudaSampler::wait() {
-  DRIFT_CHECK(!outstanding_.empty(), "CudaSampler: wait() without a launch");
-  const auto [slot, n] = outstanding_.front();
-  outstanding_.erase(outstanding_.begin());
+  DRIFT_CHECK(launched_rows_ >= 0, "CudaSampler: wait() without a launch");
+  const int32_t n = std::exchange(launched_rows_, -1);
   results_.clear();
   if (n == 0) return results_;
-  copied_[slot]->wait();
-  read_results(n, slot);
+  copied_->wait();
+  read_results(n);
   return results_;
 }
 
@@ -101,10 +92,10 @@ Tensor CudaSampler::device_tokens() const {
   return Tensor(out_device_.view.data, DType::kI32, {max_rows_}, Device::kCuda);
 }
 
-CudaSampler::Staged CudaSampler::stage_rows(std::span<const RowSampling> rows, int32_t slot) {
+CudaSampler::Staged CudaSampler::stage_rows(std::span<const RowSampling> rows) {
   penalty_tokens_.clear();
   penalty_counts_.clear();
-  auto* staged = static_cast<cuda::SampleRow*>(rows_host_[slot].view.data);
+  auto* staged = static_cast<cuda::SampleRow*>(rows_host_.view.data);
   Staged out;
   for (size_t i = 0; i < rows.size(); ++i) {
     const RowSampling& row = rows[i];
@@ -142,11 +133,11 @@ void CudaSampler::stage_mask(std::span<const uint32_t> allowed, int32_t mask_row
 
 // Uploads the staged rows, penalty lists (tokens then counts, back to back) and masks, runs the kernel and
 // brings back the token ids, with the log-probability segments only when some row asked for them.
-void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& staged, int32_t slot) {
+void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& staged) {
   const int64_t num_penalty = int64_t(penalty_tokens_.size()), mask_words = (vocab_ + 31) / 32;
   reserve_penalties(num_penalty);
   cudaStream_t stream = ops_.stream();
-  DRIFT_CUDA_CHECK(cudaMemcpyAsync(rows_device_.view.data, rows_host_[slot].view.data, sizeof(cuda::SampleRow) * size_t(n),
+  DRIFT_CUDA_CHECK(cudaMemcpyAsync(rows_device_.view.data, rows_host_.view.data, sizeof(cuda::SampleRow) * size_t(n),
                                    cudaMemcpyHostToDevice, stream));
   auto* penalty_host = penalty_host_.view.data_as<int32_t>();
   auto* penalty_device = penalty_device_.view.data_as<int32_t>();
@@ -161,7 +152,7 @@ void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& stag
                                      sizeof(uint32_t) * size_t(staged.num_masks * mask_words), cudaMemcpyHostToDevice,
                                      stream));
   auto* out_device = out_device_.view.data_as<int32_t>();
-  auto* out_host = out_host_[slot].view.data_as<int32_t>();
+  auto* out_host = out_host_.view.data_as<int32_t>();
   const int64_t m = max_rows_;
   cuda::run(cuda::SampleParams{.logits = logits.data_as<float>(),
                                .rows = static_cast<const cuda::SampleRow*>(rows_device_.view.data),
@@ -184,12 +175,12 @@ void CudaSampler::run_kernel(const Tensor& logits, int32_t n, const Staged& stag
     DRIFT_CUDA_CHECK(cudaMemcpyAsync(out_host + 2 * m, out_device + 2 * m, sizeof(int32_t) * size_t(2 * kTop * m),
                                      cudaMemcpyDeviceToHost, stream));
   }
-  copied_[slot]->record();
+  copied_->record();
 }
 
-void CudaSampler::read_results(int32_t n, int32_t slot) {
-  const auto* staged = static_cast<const cuda::SampleRow*>(rows_host_[slot].view.data);
-  const auto* out_host = out_host_[slot].view.data_as<int32_t>();
+void CudaSampler::read_results(int32_t n) {
+  const auto* staged = static_cast<const cuda::SampleRow*>(rows_host_.view.data);
+  const auto* out_host = out_host_.view.data_as<int32_t>();
   const int64_t m = max_rows_;
   const auto* logprobs = reinterpret_cast<const float*>(out_host + m);
   const int32_t* top_tokens = out_host + 2 * m;
