@@ -251,6 +251,9 @@ struct MoeExpertsParams {
   Tensor b_down;        // optional [E, H]
   Tensor w_gate_up_scales, w_down_scales;  // MXFP4 scales, with U8 w_gate_up / w_down; else undefined
   Tensor out;           // [T, H]
+  // Optional [T, H]: added into out with the experts' weighted sum (DeepSeek's shared experts' output), so
+  // that the sum needs no add of its own.
+  Tensor add;
   // Backend scratch of moe_workspace_bytes() for at least T tokens (undefined where that is 0).
   Tensor workspace;
   // Rows 2j and 2j + 1 of w_gate_up (and b_gate_up) are gate j and up j, as GPT-OSS checkpoints store them.

@@ -47,6 +47,7 @@ struct ExpertsInputs {
   std::vector<float> x, weights, b_gate_up, b_down, gate_up, down;
   std::vector<int32_t> ids;
   bool bias = true;
+  std::vector<float> add;  // added into the output (DeepSeek's shared experts' rows); empty: none
 };
 
 class CudaMoeTest : public CudaOpsTest {
@@ -229,6 +230,8 @@ std::vector<float> CudaMoeTest::cpu_experts(const ExpertsCase& c, const ExpertsI
   p.x = x.view, p.topk_ids = ids.view, p.topk_weights = w.view, p.w_gate_up = gu.view, p.w_down = dn.view;
   if (in.bias) p.b_gate_up = b_gu.view, p.b_down = b_dn.view;
   p.out = out.view;
+  backend::Buffer add;
+  if (!in.add.empty()) add = cpu_f32(in.add, {n, h}), p.add = add.view;
   cpu_->moe_experts(p);
   return read_cpu(out.view);
 }
@@ -246,6 +249,8 @@ std::vector<float> CudaMoeTest::gpu_experts(const ExpertsCase& c, const ExpertsI
   p.first_expert = c.first_expert;
   p.x = x.view, p.topk_ids = ids.view, p.topk_weights = w.view, p.out = out.view, p.workspace = work.view;
   if (in.bias) p.b_gate_up = b_gu.view, p.b_down = b_dn.view;
+  backend::Buffer add;
+  if (!in.add.empty()) add = gpu_bf16(in.add, {n, h}), p.add = add.view;
   gpu_->moe_experts(p);
   const std::vector<float> got = read_gpu(out.view);
   gpu_->moe_experts(p);
@@ -281,6 +286,7 @@ void CudaMoeTest::expect_bf16_experts_match(const ExpertsCase& c) {
   in.gate_up = random_values(e * 2 * f * h, 0.1f);
   in.down = random_values(e * h * f, 0.1f);
   in.bias = c.interleaved;  // GPT-OSS-like rows carry biases; DeepSeek's have none
+  if (!c.interleaved) in.add = random_values(c.tokens * c.hidden);  // and the shared experts' rows join the sum
   const std::vector<float> want = cpu_experts(c, in);
 
   const backend::MoeShape shape{.hidden = h, .ffn = f, .num_experts = e, .top_k = c.top_k,

@@ -113,7 +113,12 @@ void CpuOps::moe_experts(const MoeExpertsParams& p) {
   DRIFT_CHECK_EQ(p.w_down.size(1), hidden);
   DRIFT_CHECK_EQ(p.out.numel(), num_tokens * hidden);
   float* out = p.out.data_as<float>();
-  std::fill(out, out + num_tokens * hidden, 0.0f);
+  if (p.add.defined()) {
+    DRIFT_CHECK_EQ(p.add.numel(), num_tokens * hidden);
+    std::copy_n(p.add.data_as<float>(), num_tokens * hidden, out);
+  } else {
+    std::fill(out, out + num_tokens * hidden, 0.0f);
+  }
 
   // (token, weight) pairs each expert received, so an expert is two matrix products over its tokens.
   std::vector<std::vector<std::pair<int64_t, float>>> assigned(static_cast<size_t>(num_experts));

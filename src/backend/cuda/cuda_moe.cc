@@ -83,6 +83,10 @@ cuda::MoeExpertsArgs experts_args(const MoeExpertsParams& p, int64_t experts, in
     check_dtype(p.b_down, DType::kBF16, "moe_experts down bias");
     DRIFT_CHECK_EQ(p.b_down.numel(), experts * hidden);
   }
+  if (p.add.defined()) {
+    check_dtype(p.add, DType::kBF16, "moe_experts add");
+    DRIFT_CHECK_EQ(p.add.numel(), num_tokens * hidden);
+  }
   const size_t need =
       cuda::moe_workspace_bytes(num_tokens, int32_t(hidden), int32_t(ffn), int32_t(experts), int32_t(top_k));
   check_device(p.workspace, "moe_experts workspace");
@@ -94,6 +98,7 @@ cuda::MoeExpertsArgs experts_args(const MoeExpertsParams& p, int64_t experts, in
           .gate_up_bias = p.b_gate_up.defined() ? bf16_ptr(p.b_gate_up) : nullptr,
           .down_bias = p.b_down.defined() ? bf16_ptr(p.b_down) : nullptr,
           .out = bf16_mut(p.out),
+          .add = p.add.defined() ? bf16_ptr(p.add) : nullptr,
           .workspace = p.workspace.data,
           .num_tokens = num_tokens,
           .hidden = int32_t(hidden),

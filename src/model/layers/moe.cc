@@ -95,12 +95,13 @@ Moe::Moe(const MoeSpec& spec, MoeWeights weights) : spec_(spec), w_(std::move(we
 void Moe::forward(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, const Tensor& out) const {
   const int64_t n = x.size(0);
   const backend::MoeRouteParams route = this->route(ops, x, scratch, n);
-  routed_experts(ops, x, route, scratch, out);
+  // The shared experts first: their output joins the routed sum in the experts' combine.
+  Tensor shared;
   if (w_.shared) {
-    const Tensor shared = scratch.shared_out.view.slice(0, n);
+    shared = scratch.shared_out.view.slice(0, n);
     w_.shared->forward(ops, x, scratch.shared, shared);
-    ops.add(out, shared, out);
   }
+  routed_experts(ops, x, route, scratch, shared, out);
 }
 
 // Every rank routes every token over all the experts (the router is replicated), so all agree on the choice.
@@ -116,7 +117,7 @@ backend::MoeRouteParams Moe::route(backend::Ops& ops, const Tensor& x, MoeScratc
 }
 
 void Moe::routed_experts(backend::Ops& ops, const Tensor& x, const backend::MoeRouteParams& route,
-                         MoeScratch& scratch, const Tensor& out) const {
+                         MoeScratch& scratch, const Tensor& add, const Tensor& out) const {
   backend::MoeExpertsParams experts;
   experts.x = x;
   experts.topk_ids = route.topk_ids;
@@ -131,6 +132,7 @@ void Moe::routed_experts(backend::Ops& ops, const Tensor& x, const backend::MoeR
   experts.gate_up_interleaved = w_.gate_up_interleaved;
   experts.workspace = scratch.workspace.view;
   experts.out = out;
+  experts.add = add;
   experts.swiglu_limit = spec_.swiglu_limit;
   experts.swiglu_alpha = spec_.swiglu_alpha;
   ops.moe_experts(experts);

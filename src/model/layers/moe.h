@@ -112,9 +112,10 @@ class Moe {
 
  private:
   backend::MoeRouteParams route(backend::Ops& ops, const Tensor& x, MoeScratch& scratch, int64_t n) const;
-  // out = this rank's experts' weighted outputs for every token (zero where it holds none of the token's).
+  // out = `add` (the shared experts' output, or undefined: zero) + this rank's experts' weighted outputs for
+  // every token (nothing where it holds none of the token's).
   void routed_experts(backend::Ops& ops, const Tensor& x, const backend::MoeRouteParams& route,
-                      MoeScratch& scratch, const Tensor& out) const;
+                      MoeScratch& scratch, const Tensor& add, const Tensor& out) const;
 
   MoeSpec spec_;
   MoeWeights w_;

@@ -186,6 +186,7 @@ struct MoeExpertsArgs {
   const bf16* gate_up_bias = nullptr;    // [num_experts, 2 * ffn] or null
   const bf16* down_bias = nullptr;       // [num_experts, hidden] or null
   bf16* out = nullptr;                   // [num_tokens, hidden]
+  const bf16* add = nullptr;             // [num_tokens, hidden] or null: added into out by the combine
   void* workspace = nullptr;             // moe_workspace_bytes(num_tokens or more, ...)
   int64_t num_tokens = 0;
   int32_t hidden = 0, ffn = 0, num_experts = 0, top_k = 0;

@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoePairs p
   const int64_t c = int64_t(blockIdx.y) * kCombineThreads + threadIdx.x;
   if (c < p.hidden / 8) {
     float sum[8] = {};
+    if (p.add != nullptr) bf16x8_to_float(load16(p.add + t * p.hidden + c * 8), sum);
     for (int j = 0; j < p.top_k; ++j) {
       const int32_t e = p.topk_ids[t * p.top_k + j] - p.first_expert;
       if (e < 0 || e >= p.num_experts) continue;

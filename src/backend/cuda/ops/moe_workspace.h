@@ -58,6 +58,7 @@ struct MoePairs {
   const int32_t* topk_ids = nullptr;      // [num_tokens, top_k]
   const float* topk_weights = nullptr;    // [num_tokens, top_k]
   bf16* out = nullptr;                    // [num_tokens, hidden]
+  const bf16* add = nullptr;              // [num_tokens, hidden] or null: the sum starts from it
   int64_t num_tokens = 0;
   int32_t hidden = 0, num_experts = 0, top_k = 0;
   // Expert id of matrix 0: a pair's expert is topk_ids - first_expert, and one outside [0, num_experts)
@@ -66,13 +67,13 @@ struct MoePairs {
 };
 template <class ExpertsParams>
 MoePairs moe_pairs(const ExpertsParams& p) {
-  return {.topk_ids = p.topk_ids, .topk_weights = p.topk_weights, .out = p.out, .num_tokens = p.num_tokens,
+  return {.topk_ids = p.topk_ids, .topk_weights = p.topk_weights, .out = p.out, .add = p.add, .num_tokens = p.num_tokens,
           .hidden = p.hidden, .num_experts = p.num_experts, .top_k = p.top_k, .first_expert = p.first_expert};
 }
 
 // Groups the pairs by expert and cuts each expert's into tiles of at most tile_tokens (one CTA).
 void run_moe_align(const MoePairs& p, const MoeWorkspace& w, int32_t tile_tokens, cudaStream_t stream);
-// out[t] = sum_j topk_weights[t, j] * expert_out[t * top_k + j]. hidden % 8 == 0.
+// out[t] = add[t] (when given) + sum_j topk_weights[t, j] * expert_out[t * top_k + j]. hidden % 8 == 0.
 void run_moe_combine(const MoePairs& p, const MoeWorkspace& w, cudaStream_t stream);
 
 #ifdef __CUDACC__
