@@ -46,6 +46,45 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int to
   return s;
 }
 
+// out[row0 + g] = sum over the splits of weight x partial, for the group's heads: a thread takes four
+// features of one head and every `lanes`-th split, so each load is 16 bytes and a thread's loads are
+// independent of each other (in flight together: the merge is one CTA's latency at batch 1, where it
+// once walked 64 splits one L2 round trip after another); the lanes' sums meet by shuffles.
+// weight: [kGroup][kDecodeMaxSplits] normalised weights in shared memory. head_dim % 4 == 0.
+__device__ __forceinline__ void merge_partials(const AttentionParams& p, int64_t row0, int group, int splits,
+                                               const float* weight) {
+  const int quads = group * p.head_dim / 4;
+  int lanes = 1;  // threads sharing one quad's splits: a power of two, so a quad's lanes sit in one warp
+  while (lanes < 32 && quads * lanes * 2 <= int(blockDim.x)) lanes *= 2;
+  for (int base = 0; base < quads * lanes; base += blockDim.x) {  // the same trip count for every thread
+    const int idx = base + int(threadIdx.x), quad = idx / lanes, sub = idx % lanes;
+    const bool valid = idx < quads * lanes;
+    const int g = valid ? quad * 4 / p.head_dim : 0, d = valid ? quad * 4 % p.head_dim : 0;
+    const float* part = p.partial_out + (row0 + g) * p.num_splits * p.head_dim + d;
+    const float* w = weight + g * kDecodeMaxSplits;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (valid) {
+#pragma unroll 8
+      for (int s = sub; s < splits; s += lanes) {
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(part + int64_t(s) * p.head_dim));
+        const float ws = w[s];  // 0 for a split that saw no key (its partial is 0 too)
+        o = make_float4(fmaf(ws, v.x, o.x), fmaf(ws, v.y, o.y), fmaf(ws, v.z, o.z), fmaf(ws, v.w, o.w));
+      }
+    }
+    for (int off = lanes / 2; off > 0; off /= 2) {
+      o.x += __shfl_xor_sync(0xffffffffu, o.x, off);
+      o.y += __shfl_xor_sync(0xffffffffu, o.y, off);
+      o.z += __shfl_xor_sync(0xffffffffu, o.z, off);
+      o.w += __shfl_xor_sync(0xffffffffu, o.w, off);
+    }
+    if (valid && sub == 0) {
+      bf16* out = p.out + (row0 + g) * p.head_dim + d;
+      *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(o.x, o.y);
+      *reinterpret_cast<__nv_bfloat162*>(out + 2) = __floats2bfloat162_rn(o.z, o.w);
+    }
+  }
+}
+
 // The last split's CTA merges the `splits` active splits of its (token, kv head) for every head of the
 // group: the splits' (max, sum) pairs come into shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits
 // floats) in one round of loads, a warp per head turns them into normalised weights (the sink joining the
@@ -84,16 +123,7 @@ __device__ void merge_group(const AttentionParams& p, int token, int kv_head, in
     for (int s = lane; s < splits; s += 32) w[s] *= inv;
   }
   __syncthreads();
-  for (int idx = tid; idx < group * p.head_dim; idx += blockDim.x) {
-    const int g = idx / p.head_dim, d = idx % p.head_dim;
-    const float* part = p.partial_out + (row0 + g) * p.num_splits * p.head_dim + d;
-    const float* w = weight_of + g * kDecodeMaxSplits;
-    float o = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s)
-      if (w[s] > 0.0f) o += w[s] * __ldcg(part + int64_t(s) * p.head_dim);
-    p.out[(row0 + g) * p.head_dim + d] = __float2bfloat16(o);
-  }
+  merge_partials(p, row0, group, splits, weight_of);
 }
 
 // One output value of a split's CTA, o = sum of weight * value over its keys (weights relative to the

@@ -1,7 +1,8 @@
 // Programmatic dependent launch (Hopper): a kernel may be launched while the one before it in the stream
 // still runs. Its CTAs start as soon as every CTA of the previous kernel has called
 // pdl_launch_dependents() (or exited), may do work that needs nothing from that kernel (index math,
-// loading weights), and must call pdl_wait() before reading anything an earlier kernel wrote and before
+// loading weights, reading the step's inputs the host uploaded before the step: block tables, lengths,
+// positions), and must call pdl_wait() before reading anything an earlier kernel wrote and before
 // writing anything an earlier kernel may still read. At batch 1 a decode step is ~150 kernels of a few µs each;
 // this hides each one's launch and ramp behind the tail of its predecessor.
 //

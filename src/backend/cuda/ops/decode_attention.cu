@@ -6,8 +6,11 @@
 // to finish merges the splits in the same launch (split counters), else a second kernel does. Split
 // boundaries, and how many of the launch's splits get keys (kMinSplitKeys or more each; a lone one
 // normalises its own output), come from the context length on the device, so the launch only depends on
-// shapes and a decode step can be captured into a CUDA graph (contract 11). Which keys a query sees (chains, draft
-// trees, block-table views) is kernels/attention_keys.cuh's; a step with a tree mask or a view takes the
+// shapes and a decode step can be captured into a CUDA graph (contract 11). A chain step's CTAs find
+// their first chunk's cache rows from the block table before the PDL wait (the host uploaded it; no
+// kernel writes it), so that only the copies and the arithmetic follow the previous kernel. Which keys a
+// query sees (chains, draft trees, block-table views) is kernels/attention_keys.cuh's; a step with a
+// tree mask or a view takes the
 // kGeneral instance, which checks each key, and a chain step the one that needs no check. DSA-lite's
 // sparse attention takes the kSparse instance: a split is a share of the query's list of selected
 // positions (-1 entries are keys it does not see), read through the block table.
@@ -198,7 +201,12 @@ __device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShap
 template <int kDim, int kGroup, KeyRule kRule, bool kFp8>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionParams p) {
   pdl_launch_dependents();
-  pdl_wait();
+  // A chain step reads the inputs the host uploaded for it (query starts, context lengths, positions, block
+  // tables: never written by a kernel) before the wait, so that finding the first chunk's cache rows
+  // overlaps the previous kernel. (Trees and views wait first: their per-key checks then cost registers
+  // the kernel spills; DSA-lite's selected positions come from an earlier kernel.)
+  constexpr bool kEarlyRows = kRule == KeyRule::kChain;
+  if constexpr (!kEarlyRows) pdl_wait();
   using S = DecodeShape<kDim, kGroup, kFp8>;
   using St = DecodeStages<kDim, kGroup, kFp8>;
   constexpr int kChunk = S::kChunk, kPasses = S::kPasses, kKeysPerPass = S::kKeysPerPass;
@@ -217,7 +225,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   const SplitKeys sk = split_keys<kRule>(p, token, split, min_keys);
   // With split counters the merge counts only the active splits; without them (a second kernel merges
   // every split) an idle split still writes its empty partial.
-  if (split >= sk.active && p.split_counters != nullptr) return;
+  if (split >= sk.active && p.split_counters != nullptr) {
+    if constexpr (kEarlyRows) pdl_wait();
+    return;
+  }
   // The only active split normalises its own output.
   const bool alone = p.num_splits == 1 || (sk.active == 1 && p.split_counters != nullptr);
   const int begin = sk.begin, end = sk.end;
@@ -243,29 +254,54 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   };
   // FP8: the K scales of a stage's keys, then their V scales (kChunk each).
   auto scales = [&](int stage) { return reinterpret_cast<float*>(stages + stage * St::kStageBytes + 2 * St::kCodeBytes); };
+  // The cache slot of this thread's piece ps of a chunk, -1 for keys past the split's end, keys the query
+  // does not see and dimensions past head_dim.
+  auto piece_slot = [&](int chunk0, int ps) -> int32_t {
+    const int key = chunk0 + ps * kKeysPerPass + key_lane;
+    return key < end && dim_valid && visible(key) ? int32_t(slot_row(key)) : -1;
+  };
+  auto issue_piece = [&](int ps, int32_t slot, int stage) {
+    const bool valid = slot >= 0;
+    // The (slot, kv head) row: its codes at row * head_dim, its FP8 scales at row.
+    const int64_t row = valid ? int64_t(slot) * p.num_kv_heads + kv_head : 0;
+    const int64_t offset = row * p.head_dim + dim_lane * 8;
+    uint8_t* k_dst = k_piece(stage, ps);
+    if constexpr (kFp8) {
+      cp_async_small<8>(k_dst, p.k_cache8 + offset, valid);
+      cp_async_small<8>(k_dst + St::kCodeBytes, p.v_cache8 + offset, valid);
+      if (dim_lane == 0) {  // this key's row scales
+        cp_async_small<4>(scales(stage) + ps * kKeysPerPass + key_lane, p.k_scale + row, valid);
+        cp_async_small<4>(scales(stage) + kChunk + ps * kKeysPerPass + key_lane, p.v_scale + row, valid);
+      }
+    } else {
+      cp_async16(k_dst, p.k_cache + offset, valid);
+      cp_async16(k_dst + St::kCodeBytes, p.v_cache + offset, valid);
+    }
+  };
   auto issue = [&](int chunk0, int stage) {
 #pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps) {
-      const int key = chunk0 + ps * kKeysPerPass + key_lane;
-      const bool valid = key < end && dim_valid && visible(key);
-      // The key's (slot, kv head) row: its codes at row * head_dim, its scales at row.
-      const int64_t row = valid ? slot_row(key) * p.num_kv_heads + kv_head : 0;
-      const int64_t offset = valid ? row * p.head_dim + dim_lane * 8 : 0;
-      uint8_t* k_dst = k_piece(stage, ps);
-      if constexpr (kFp8) {
-        cp_async_small<8>(k_dst, p.k_cache8 + offset, valid);
-        cp_async_small<8>(k_dst + St::kCodeBytes, p.v_cache8 + offset, valid);
-        if (dim_lane == 0) {  // this key's row scales
-          cp_async_small<4>(scales(stage) + ps * kKeysPerPass + key_lane, p.k_scale + row, valid);
-          cp_async_small<4>(scales(stage) + kChunk + ps * kKeysPerPass + key_lane, p.v_scale + row, valid);
-        }
-      } else {
-        cp_async16(k_dst, p.k_cache + offset, valid);
-        cp_async16(k_dst + St::kCodeBytes, p.v_cache + offset, valid);
-      }
-    }
+    for (int ps = 0; ps < kPasses; ++ps) issue_piece(ps, piece_slot(chunk0, ps), stage);
     cp_async_commit();
   };
+
+  // kStages - 1 chunks go out before any arithmetic (a chain step finds their slots before the wait), and
+  // each iteration sends the one kStages - 1 ahead (an empty group past the end keeps the count of groups
+  // in flight the same: a split past its end issues only zero-fills).
+  constexpr int kStages = St::kStages;
+  static_assert(kStages == 2, "one chunk goes out before the loop");
+  if constexpr (kEarlyRows) {
+    int32_t first[kPasses];
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) first[ps] = piece_slot(begin, ps);
+    pdl_wait();
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps) issue_piece(ps, first[ps], 0);
+    cp_async_commit();
+  } else if (begin < end) {
+    issue(begin, 0);
+  } else {
+    cp_async_commit();
+  }
 
   float q[kGroup][8];
   load_query<kGroup>(p, token, kv_head, dim_lane, dim_valid, q);
@@ -281,14 +317,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     run_sum[i] = 0.0f;
   }
 
-  // kStages - 1 chunks go out before any arithmetic, and each iteration sends the one kStages - 1 ahead
-  // (an empty group past the end keeps the count of groups in flight the same).
-  constexpr int kStages = St::kStages;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (begin + s * kChunk < end) issue(begin + s * kChunk, s);
-    else cp_async_commit();
-  }
   for (int chunk0 = begin, it = 0; chunk0 < end; chunk0 += kChunk, ++it) {
     const int stage = it % kStages;
     const int ahead = chunk0 + (kStages - 1) * kChunk;
