@@ -23,8 +23,8 @@ using LinearTest = CudaOpsTest;
 TEST_F(LinearTest, LinearMatchesCpu) {
   auto no_gemv = backend::make_cuda_ops({.small_batch_gemv = false});
   ASSERT_TRUE(no_gemv.ok());
-  auto by_iterations = backend::make_cuda_ops({.gemv_split_by_iterations = true});  // the other split rule
-  ASSERT_TRUE(by_iterations.ok());
+  auto by_bytes = backend::make_cuda_ops({.gemv_split_by_iterations = false});  // the other split rule
+  ASSERT_TRUE(by_bytes.ok());
   for (const LinearCase& c : {LinearCase{1, 3072, 2048, false, false}, LinearCase{2, 512, 2048, true, false},
                               LinearCase{3, 100, 64, false, false}, LinearCase{4, 1000, 14336, false, false},
                               LinearCase{1, 704, 64, false, true}, LinearCase{3, 704, 64, true, true},
@@ -47,23 +47,26 @@ TEST_F(LinearTest, LinearMatchesCpu) {
     auto g_b = gpu_bf16(b, {c.n});
     const DType out_type = c.out_f32 ? DType::kF32 : DType::kBF16;
     const double tolerance = c.out_f32 ? kGemmF32 : kGemmBf16;
-    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_iterations->get()}) {
+    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_bytes->get()}) {
       auto g_out = gpu_poisoned(out_type, {c.m, c.n});
       gpu_->synchronize();  // inputs and poison were queued on gpu_'s stream
       ops->linear(g_x.view, g_w.view, c.bias ? g_b.view : Tensor(), g_out.view);
       ops->synchronize();
       EXPECT_CLOSE(read_gpu(g_out.view), want, tolerance)
           << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias << " f32=" << c.out_f32
-          << (ops == gpu_.get() ? " (gemv allowed)" : ops == no_gemv->get() ? " (cuBLASLt)" : " (gemv split by iterations)");
+          << (ops == gpu_.get() ? " (gemv allowed)" : ops == no_gemv->get() ? " (cuBLASLt)" : " (gemv split by bytes)");
     }
   }
 }
 
 TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
-  auto unfused_ops = backend::make_cuda_ops({.fuse_swiglu_gemv = false});
-  ASSERT_TRUE(unfused_ops.ok());
-  auto by_iterations = backend::make_cuda_ops({.gemv_split_by_iterations = true});
-  ASSERT_TRUE(by_iterations.ok());
+  // Each split rule, fused and not (the defaults: unfused, split by iterations).
+  auto fused = backend::make_cuda_ops({.fuse_swiglu_gemv = true});
+  auto fused_by_bytes = backend::make_cuda_ops({.fuse_swiglu_gemv = true, .gemv_split_by_iterations = false});
+  auto unfused_by_bytes = backend::make_cuda_ops({.fuse_swiglu_gemv = false, .gemv_split_by_iterations = false});
+  ASSERT_TRUE(fused.ok() && fused_by_bytes.ok() && unfused_by_bytes.ok());
+  backend::Ops* const variants[] = {fused->get(), gpu_.get(), fused_by_bytes->get(), unfused_by_bytes->get()};
+  const char* const names[] = {"fused", "unfused", "fused, split by bytes", "unfused, split by bytes"};
   for (auto [m, ffn, k, bias] : {std::array<int64_t, 4>{1, 8192, 2048, 0}, {2, 1000, 64, 1}, {3, 513, 4096, 0},
                                  {4, 2048, 1024, 1}, {1, 7, 14336, 0}, {9, 256, 512, 1}}) {
     const auto x = random_values(m * k), w = random_values(2 * ffn * k, 0.05f), b = random_values(2 * ffn);
@@ -79,7 +82,8 @@ TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
     auto g_w = gpu_bf16(w, {2 * ffn, k});
     auto g_b = gpu_bf16(b, {2 * ffn});
     std::vector<std::vector<float>> results;
-    for (backend::Ops* ops : {gpu_.get(), unfused_ops->get(), by_iterations->get()}) {
+    for (int v = 0; v < 4; ++v) {
+      backend::Ops* ops = variants[v];
       auto gate_up = gpu_poisoned(DType::kBF16, {m, 2 * ffn});
       auto act = gpu_poisoned(DType::kBF16, {m, ffn});
       gpu_->synchronize();
@@ -88,12 +92,12 @@ TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
       results.push_back(read_gpu(act.view));
       EXPECT_CLOSE(results.back(), want, kGemmBf16)
           << "m=" << m << " ffn=" << ffn << " k=" << k
-          << (ops == gpu_.get() ? " fused" : ops == unfused_ops->get() ? " unfused" : " fused, split by iterations");
+          << " " << names[v];
     }
-    // The fused GEMV rounds gate and up to bf16 as the unfused pair does: the same bits.
+    // The fused GEMV rounds gate and up to bf16 as the unfused pair does: the same bits under either rule.
     if (m <= 4) {
       EXPECT_EQ(results[0], results[1]) << "m=" << m << " ffn=" << ffn << " k=" << k;
-      EXPECT_EQ(results[2], results[1]) << "m=" << m << " ffn=" << ffn << " k=" << k << " (split by iterations)";
+      EXPECT_EQ(results[2], results[3]) << "m=" << m << " ffn=" << ffn << " k=" << k << " (split by bytes)";
     }
   }
 }

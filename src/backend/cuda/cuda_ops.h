@@ -25,11 +25,14 @@ struct CudaOptions {
   // Linears of at most 4 rows (decode) through the GEMV kernel instead of cuBLASLt.
   bool small_batch_gemv = true;
   // linear_silu_mul of at most 4 rows as one GEMV whose CTAs hold each gate row with its up row and
-  // write the activation (else the GEMV, then silu_mul).
-  bool fuse_swiglu_gemv = true;
+  // write the activation (else the GEMV, then silu_mul). Off: on an H200 the pair is faster at batch 1
+  // on the Llama shapes (8B 5.13 against 5.38 ms a step, 1B 1.067 against 1.084), DeepSeek-V2-Lite's small
+  // shared experts 0.8% slower (bench/RESULTS.md, 2026-11-28, thirteenth session).
+  bool fuse_swiglu_gemv = false;
   // The GEMV's warps per weight row picked by each warp's load iterations (a short row split less far,
-  // any matrix as many CTAs as fill the GPU) instead of by bytes per CTA with a 16 KB floor per CTA.
-  bool gemv_split_by_iterations = false;
+  // any matrix as many CTAs as fill the GPU) instead of by bytes per CTA with a 16 KB floor per CTA
+  // (GPT-OSS-20B batch 1 on an H200: 2.094 against 2.148 ms a step; the Llama shapes alike or better).
+  bool gemv_split_by_iterations = true;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
