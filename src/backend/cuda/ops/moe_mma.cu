@@ -401,8 +401,7 @@ void run_staged_products(const typename Format::Params& p, const MoeWorkspace& w
 // over the CTA's warps for enough loads in flight, inputs from the caches; the Decode format's lanes
 // load 96 (one n-tile) or 64 (two) values of a row at a time. MXFP4 tiles of 16 run the staged kernel
 // instead (GPT-OSS-20B at 64 tokens: 265 against 289 us a layer; bf16 experts not measured). One token:
-// no grouping, twice the loads (kOneToken). Many (prefill): 64-token tiles staged through shared memory
-// (the Staged format).
+// no grouping (kOneToken). Many (prefill): 64-token tiles staged through shared memory (the Staged format).
 template <class Staged, class Decode>
 void run_format(const typename Staged::Params& p, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
@@ -410,8 +409,11 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
   const MoeWorkspace w = MoeWorkspace::carve(p.workspace, pairs, p.num_experts, p.hidden, p.ffn);
   const int64_t per_expert = ceil_div(pairs, std::min<int64_t>(pairs, p.num_experts));
   constexpr int kUnroll1 = 96 / Decode::kLaneValues, kUnroll2 = 64 / Decode::kLaneValues;
-  // One token's registers hold weights only: twice the steps (bf16 lanes hold four times the bytes).
-  constexpr int kUnrollOne = Decode::kScaled ? 2 * kUnroll1 : 4;
+  // One token's registers hold weights only. MXFP4: three steps' loads together, as for a few tokens (six
+  // took 120 registers a thread, 16 warps an SM, where three take 77 and 24: GPT-OSS-20B's batch-1 step
+  // 2.066 -> 2.023 ms on an H200; two warps a CTA or eight, with three or six steps, were all slower).
+  // bf16 lanes hold four times the bytes.
+  constexpr int kUnrollOne = Decode::kScaled ? kUnroll1 : 4;
   if (p.num_tokens == 1 && p.one_token_kernels && std::max(p.hidden, p.ffn) <= kMaxOneTokenWidth)
     run_products<Decode, 1, 1, kUnrollOne, true>(p, w, stream);
   else if (per_expert <= 4)
