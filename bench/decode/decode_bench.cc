@@ -715,7 +715,7 @@ struct Options {
   std::vector<int> batches{1, 16, 64}, prefills{512, 4096};
   int prompt = 512, gen = 128;
   bool gemv_compare = false, forward_only = true, eager = true, roof = false, ablate = false, roofline_only = false;
-  bool moe_kernels = false;
+  bool moe_kernels = false, omit_families = false;
   bool mla_prefill = false, profile_prefill = false;
   std::string markdown, loader = "fast";
   std::vector<int> eagle_trees;
@@ -751,6 +751,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--moe-kernels", o.moe_kernels, "MoE shapes: batch-1 forward-only graph rows with the one-token experts on and off");
   app.add_option("--ablate", o.ablate,
                  "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
+  app.add_option("--omit-families", o.omit_families,
+                 "batch-1 graph rows each without one op family (attention, norms, ...): what it costs in the step");
   app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", o.markdown, "write the table here too");
   app.add_option("--gemm-autotune", o.gemm_autotune_max_rows,
@@ -807,6 +809,27 @@ void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
   rows.push_back(r);
   print_row(r);
   ops.set_gemv_split_by_iterations(!ops.options().gemv_split_by_iterations);
+}
+
+// What each op family costs inside a captured batch-1 step: the step replayed with the family left out
+// (CudaOptions::omitted_families; its outputs then stale, so only the times mean anything), as the
+// difference from the whole step.
+void omitted_family_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
+  using backend::OpFamily;
+  const std::pair<OpFamily, const char*> families[] = {
+      {OpFamily::kAttention, "attention"},          {OpFamily::kNorms, "norms"},
+      {OpFamily::kRopeWrite, "rope and KV writes"}, {OpFamily::kLinears, "bf16 linears"},
+      {OpFamily::kLogits, "fp32 linears (lm_head, routers)"}, {OpFamily::kExperts, "routed experts"}};
+  const Row whole = b.decode_forward_only(1, true);
+  for (const auto& [family, name] : families) {
+    ops.set_omitted_families(uint32_t(family));
+    Row r = b.decode_forward_only(1, true);
+    ops.set_omitted_families(0);
+    r.workload = fmt::format("decode b=1 forward, graph, without {}: {:.1f} us of {:.3f} ms", name,
+                             (whole.ms_per_step - r.ms_per_step) * 1e3, whole.ms_per_step);
+    rows.push_back(r);
+    print_row(r);
+  }
 }
 
 // Routed experts at one token (CudaOptions::moe_one_token_kernels): the forward of one decode step,
@@ -869,6 +892,7 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
         print_row(rows.back());
       }
   if (o.ablate) ablate_rows(b, ops, rows);
+  if (o.omit_families) omitted_family_rows(b, ops, rows);
   if (o.moe_kernels && s.moe()) moe_kernel_rows(b, ops, rows);
   if (o.mla_prefill && s.mla()) mla_prefill_rows(b, ops, o.prefills, rows);
   if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_taus);
@@ -910,7 +934,7 @@ int run(int argc, char** argv) {
   if (o.tensor_parallel > 1) {
     // The GEMV comparison and the ablations switch options of rank 0's backend alone; the taps EAGLE-3 reads
     // are one rank's.
-    o.gemv_compare = o.ablate = false;
+    o.gemv_compare = o.ablate = o.omit_families = false;
     o.eagle_trees.clear();
   }
   if (backend::cuda_device_count() == 0) {

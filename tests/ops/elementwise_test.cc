@@ -96,6 +96,30 @@ TEST_F(ElementwiseTest, AddRmsNormUpdatesResidualAndNormalises) {
   }
 }
 
+// The diagnostic switch drift_bench_decode's --omit-families uses: an omitted family queues nothing (its
+// outputs keep what they held), the others run as before.
+TEST_F(ElementwiseTest, OmittedFamiliesQueueNothing) {
+  const int64_t rows = 3, hidden = 64;
+  const auto res = random_values(rows * hidden, 2.0f), x = random_values(rows * hidden), w = random_values(hidden);
+  auto omitting = backend::make_cuda_ops({.omitted_families = uint32_t(backend::OpFamily::kNorms)});
+  ASSERT_TRUE(omitting.ok());
+  backend::Ops& ops = **omitting;
+  auto g_res = gpu_bf16(res, {rows, hidden});
+  auto g_x = gpu_bf16(x, {rows, hidden});
+  auto g_w = gpu_bf16(w, {hidden});
+  auto g_out = gpu_poisoned(DType::kBF16, {rows, hidden});
+  gpu_->synchronize();
+  const std::vector<float> res_before = read_gpu(g_res.view), out_before = read_gpu(g_out.view);
+  ops.add_rms_norm(g_res.view, g_x.view, g_w.view, 1e-6f, g_out.view);
+  ops.rms_norm(g_x.view, g_w.view, 1e-6f, g_out.view);
+  ops.synchronize();
+  EXPECT_EQ(read_gpu(g_res.view), res_before);
+  EXPECT_EQ(read_gpu(g_out.view), out_before);
+  ops.add(g_x.view, g_x.view, g_out.view);
+  ops.synchronize();
+  EXPECT_NE(read_gpu(g_out.view), out_before) << "a family not omitted still runs";
+}
+
 struct RopeCase {
   int64_t tokens, q_heads, k_heads, head_dim;
   int32_t rotary_dim;

@@ -114,6 +114,7 @@ cuda::MoeExpertsArgs experts_args(const MoeExpertsParams& p, int64_t experts, in
 }  // namespace
 
 void CudaOps::moe_experts(const MoeExpertsParams& p) {
+  if (omitted(OpFamily::kExperts)) return;
   if (p.w_gate_up.dtype == DType::kBF16) return moe_experts_bf16(p);
   DRIFT_CHECK(p.w_gate_up.dtype == DType::kU8 && p.w_down.dtype == DType::kU8,
               "cuda moe_experts reads MXFP4 experts (U8 codes) or BF16 ones, not {} / {}", p.w_gate_up.describe(),

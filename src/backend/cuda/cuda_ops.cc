@@ -154,6 +154,7 @@ void CudaOps::embedding_part(const Tensor& ids, const Tensor& table, int64_t fir
 }
 
 void CudaOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  if (omitted(OpFamily::kNorms)) return;
   check_dtype(x, DType::kBF16, "rms_norm x");
   check_dtype(w, DType::kBF16, "rms_norm weight");
   check_dtype(out, DType::kBF16, "rms_norm out");
@@ -166,6 +167,7 @@ void CudaOps::rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor
 }
 
 void CudaOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& w, float eps, const Tensor& out) {
+  if (omitted(OpFamily::kNorms)) return;
   check_dtype(residual, DType::kBF16, "add_rms_norm residual");
   check_dtype(x, DType::kBF16, "add_rms_norm x");
   check_dtype(w, DType::kBF16, "add_rms_norm weight");
@@ -189,6 +191,7 @@ void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const
   const int64_t n = w.size(0), k = w.size(1), m = x.numel() / k;
   DRIFT_CHECK_EQ(x.size(-1), k);
   DRIFT_CHECK_EQ(out.numel(), m * n);
+  if (omitted(out.dtype == DType::kF32 ? OpFamily::kLogits : OpFamily::kLinears)) return;
   if (bias.defined()) {
     check_dtype(bias, DType::kBF16, "linear bias");
     DRIFT_CHECK_EQ(bias.numel(), n);
@@ -255,6 +258,7 @@ void CudaOps::silu_mul(const Tensor& gate_up, const Tensor& out) {
 
 void CudaOps::linear_silu_mul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& gate_up,
                               const Tensor& act) {
+  if (omitted(OpFamily::kLinears)) return;
   check_dtype(x, DType::kBF16, "linear_silu_mul x");
   check_dtype(w, DType::kBF16, "linear_silu_mul weight");
   check_dtype(act, DType::kBF16, "linear_silu_mul act");
@@ -379,6 +383,7 @@ cuda::KvWriteParams kv_write_params(const WriteKvParams& p) {
 }  // namespace
 
 void CudaOps::write_kv(const WriteKvParams& p) {
+  if (omitted(OpFamily::kRopeWrite)) return;
   cuda::KvWriteParams kv = kv_write_params(p);
   if (p.k_norm_weight.defined()) {
     // One bf16 row per token, normalised in shared memory on its way to the cache.
@@ -398,6 +403,7 @@ void CudaOps::write_kv(const WriteKvParams& p) {
 }
 
 void CudaOps::rope_write_kv(const Tensor& q, const Tensor& positions, const RopeParams& rope, const WriteKvParams& kv) {
+  if (omitted(OpFamily::kRopeWrite)) return;
   DRIFT_CHECK(!kv.k_norm_weight.defined(), "cuda rope_write_kv: a k norm goes through write_kv");
   DRIFT_CHECK_EQ(kv.slot_mapping.numel(), positions.numel());
   cuda::run(rotary_params(q, kv.k, positions, rope), kv_write_params(kv), stream_);
@@ -562,6 +568,7 @@ void CudaOps::paged_attention(const PagedAttentionParams& p) {
 }
 
 void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
+  if (omitted(OpFamily::kAttention)) return;
   if (a.num_tokens == 0) return;
   if (a.v_cache == nullptr && a.v_cache8 == nullptr) {  // MLA's shared latent
     DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
@@ -616,6 +623,7 @@ void CudaOps::concat(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void CudaOps::batched_linear(const Tensor& x, const Tensor& w, const Tensor& out) {
+  if (omitted(OpFamily::kLinears)) return;
   check_dtype(x, DType::kBF16, "batched_linear x");
   check_dtype(w, DType::kBF16, "batched_linear weight");
   check_dtype(out, DType::kBF16, "batched_linear out");

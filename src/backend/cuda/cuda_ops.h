@@ -20,6 +20,16 @@ struct AttentionParams;
 enum class MlaKernel : uint8_t;
 }
 
+// Families of ops a diagnostic run can leave out of every step (CudaOptions::omitted_families).
+enum class OpFamily : uint32_t {
+  kAttention = 1,   // paged attention, every kernel (GQA, MLA, sparse)
+  kNorms = 2,       // rms_norm, add_rms_norm
+  kRopeWrite = 4,   // rope_write_kv, write_kv
+  kLinears = 8,     // linears with bf16 outputs, linear_silu_mul, batched_linear
+  kLogits = 16,     // linears with fp32 outputs (the lm_head, routers)
+  kExperts = 32,    // routed experts
+};
+
 struct CudaOptions {
   int device = 0;
   // Linears of at most 4 rows (decode) through the GEMV kernel instead of cuBLASLt.
@@ -61,6 +71,9 @@ struct CudaOptions {
   size_t cublas_workspace_bytes = size_t(32) << 20;
   // Split-KV partial results of decode attention; bounds the number of splits.
   size_t attention_workspace_bytes = size_t(64) << 20;
+  // Diagnostics only (drift_bench_decode --omit-families): OpFamily bits whose ops queue nothing, so that a
+  // captured step's time without them says what they cost inside it. Their outputs are then stale.
+  uint32_t omitted_families = 0;
 };
 
 // CUDA devices usable from this process: 0 without a driver or a GPU. Never aborts.
@@ -151,6 +164,7 @@ class CudaOps final : public Ops {
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
+  void set_omitted_families(uint32_t families) { options_.omitted_families = families; }
 
  private:
   // Queues attention with checked parameters: the latent kernels (v_cache null), else split-KV decoding
@@ -164,6 +178,7 @@ class CudaOps final : public Ops {
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.
   int32_t mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const;
   void moe_experts_bf16(const MoeExpertsParams& p);
+  bool omitted(OpFamily family) const { return (options_.omitted_families & uint32_t(family)) != 0; }
 
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
