@@ -752,7 +752,7 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--ablate", o.ablate,
                  "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
   app.add_option("--omit-families", o.omit_families,
-                 "batch-1 graph rows each without one op family (attention, norms, ...): what it costs in the step");
+                 "graph rows of each --batch, each without one op family (attention, norms, ...): what it costs in the step");
   app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
   app.add_option("--markdown", o.markdown, "write the table here too");
   app.add_option("--gemm-autotune", o.gemm_autotune_max_rows,
@@ -811,24 +811,26 @@ void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
   ops.set_gemv_split_by_iterations(!ops.options().gemv_split_by_iterations);
 }
 
-// What each op family costs inside a captured batch-1 step: the step replayed with the family left out
-// (CudaOptions::omitted_families; its outputs then stale, so only the times mean anything), as the
-// difference from the whole step.
-void omitted_family_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
+// What each op family costs inside a captured decode step of each batch size: the step replayed with the
+// family left out (CudaOptions::omitted_families; its outputs then stale, so only the times mean
+// anything), as the difference from the whole step.
+void omitted_family_rows(ModelBench& b, backend::CudaOps& ops, const std::vector<int>& batches, std::vector<Row>& rows) {
   using backend::OpFamily;
   const std::pair<OpFamily, const char*> families[] = {
       {OpFamily::kAttention, "attention"},          {OpFamily::kNorms, "norms"},
       {OpFamily::kRopeWrite, "rope and KV writes"}, {OpFamily::kLinears, "bf16 linears"},
       {OpFamily::kLogits, "fp32 linears (lm_head, routers)"}, {OpFamily::kExperts, "routed experts"}};
-  const Row whole = b.decode_forward_only(1, true);
-  for (const auto& [family, name] : families) {
-    ops.set_omitted_families(uint32_t(family));
-    Row r = b.decode_forward_only(1, true);
-    ops.set_omitted_families(0);
-    r.workload = fmt::format("decode b=1 forward, graph, without {}: {:.1f} us of {:.3f} ms", name,
-                             (whole.ms_per_step - r.ms_per_step) * 1e3, whole.ms_per_step);
-    rows.push_back(r);
-    print_row(r);
+  for (int batch : batches) {
+    const Row whole = b.decode_forward_only(batch, true);
+    for (const auto& [family, name] : families) {
+      ops.set_omitted_families(uint32_t(family));
+      Row r = b.decode_forward_only(batch, true);
+      ops.set_omitted_families(0);
+      r.workload = fmt::format("decode b={} forward, graph, without {}: {:.1f} us of {:.3f} ms", batch, name,
+                               (whole.ms_per_step - r.ms_per_step) * 1e3, whole.ms_per_step);
+      rows.push_back(r);
+      print_row(r);
+    }
   }
 }
 
@@ -892,7 +894,7 @@ void bench_model(ModelBench& b, const Shape& s, const Options& o, backend::CudaO
         print_row(rows.back());
       }
   if (o.ablate) ablate_rows(b, ops, rows);
-  if (o.omit_families) omitted_family_rows(b, ops, rows);
+  if (o.omit_families) omitted_family_rows(b, ops, batches, rows);
   if (o.moe_kernels && s.moe()) moe_kernel_rows(b, ops, rows);
   if (o.mla_prefill && s.mla()) mla_prefill_rows(b, ops, o.prefills, rows);
   if (!o.eagle_trees.empty()) print_eagle(s.name, b.eagle(o.eagle_trees, o.eagle_depth, o.eagle_top_k), o.eagle_taus);
