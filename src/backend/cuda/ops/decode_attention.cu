@@ -10,10 +10,9 @@
 // their first chunk's cache rows from the block table before the PDL wait (the host uploaded it; no
 // kernel writes it), so that only the copies and the arithmetic follow the previous kernel. Which keys a
 // query sees (chains, draft trees, block-table views) is kernels/attention_keys.cuh's; a step with a
-// tree mask or a view takes the
-// kGeneral instance, which checks each key, and a chain step the one that needs no check. DSA-lite's
-// sparse attention takes the kSparse instance: a split is a share of the query's list of selected
-// positions (-1 entries are keys it does not see), read through the block table.
+// tree mask or a view takes the kGeneral instance, which checks each key, and a chain step the one that
+// needs no check. DSA-lite's sparse attention takes the kSparse instance: a split is a share of the
+// query's list of selected positions (-1 entries are keys it does not see), read through the block table.
 //
 // It also serves any step the tensor-core prefill kernel does not cover (one CTA per query token).
 //
