@@ -1,6 +1,7 @@
 // The host side of DeviceSampler: logits already in host memory are sampled at launch() with sample(), the
 // reference the CUDA sampler follows, so its results equal the engine's host path row for row.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -21,7 +22,7 @@ class HostSampler final : public DeviceSampler {
     DRIFT_CHECK(int32_t(rows.size()) <= max_rows_, "host sampler: {} rows, sized for {}", rows.size(), max_rows_);
     DRIFT_CHECK(!launched_, "host sampler: a launch before the previous one's wait()");
     launched_ = true;
-    std::vector<SampleResult>& out = results_;
+    std::vector<SampleResult>& out = computed_;
     out.clear();
     std::vector<float> row(static_cast<size_t>(vocab_));
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -38,6 +39,7 @@ class HostSampler final : public DeviceSampler {
   std::span<const SampleResult> wait() override {
     DRIFT_CHECK(launched_, "host sampler: wait() without a launch");
     launched_ = false;
+    std::swap(results_, computed_);  // the previous wait's results stay valid until this one
     return results_;
   }
 
@@ -49,7 +51,8 @@ class HostSampler final : public DeviceSampler {
   int32_t max_rows_;
   int64_t vocab_;
   std::vector<int32_t> tokens_;  // the latest launch's tokens: what device_tokens() shows
-  std::vector<SampleResult> results_;  // of the launch, computed there
+  std::vector<SampleResult> computed_;  // of the launch not waited for, computed there
+  std::vector<SampleResult> results_;   // what the last wait() returned
   bool launched_ = false;               // a launch not waited for
 };
 
