@@ -225,26 +225,35 @@ __device__ __forceinline__ void multiply_rows(const LaneRows<kMTiles, kNTiles>& 
   }
 }
 
+// One token's weights for steps [s0, s0 + kUnroll) of [.., end): loads issued together (zero codes past
+// the slice's end or past k).
+template <class Format, int kUnroll>
+__device__ __forceinline__ void load_one_token_batch(const LaneRows<1, 1>& r, int s0, int end, int q,
+                                                     typename Format::Lane (&w)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int step = s0 + u, first = step * step_values<Format>() + q * Format::kLaneValues;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (step < end && first < r.k)
+        Format::template load<true>(r.weights[0][h] + step * Format::kStepBytes,
+                                    Format::kScaled ? r.scales[0][h] + step * (step_values<Format>() / 32) : nullptr,
+                                    q, h, w[u]);
+      else
+        Format::clear(h, w[u]);
+    }
+  }
+}
+
 // One token (lane group g = 0 holds it; the others multiply zeros): its input row already in shared memory,
-// read at use, so that registers hold only weights in flight and kUnroll steps of them fit.
+// read at use, so that registers hold only weights in flight and kUnroll steps of them fit. `w` holds the
+// slice's first batch, loaded by the caller (before the input row was staged, so the two overlap).
 template <class Format, int kUnroll>
 __device__ __forceinline__ void multiply_rows_one_token(const LaneRows<1, 1>& r, int begin, int end, int g, int q,
-                                                        const bf16* input, float (&acc)[1][1][4]) {
+                                                        const bf16* input, typename Format::Lane (&w)[kUnroll],
+                                                        float (&acc)[1][1][4]) {
   for (int s0 = begin; s0 < end; s0 += kUnroll) {
-    typename Format::Lane w[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int step = s0 + u, first = step * step_values<Format>() + q * Format::kLaneValues;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (step < end && first < r.k)
-          Format::template load<true>(r.weights[0][h] + step * Format::kStepBytes,
-                                      Format::kScaled ? r.scales[0][h] + step * (step_values<Format>() / 32) : nullptr,
-                                      q, h, w[u]);
-        else
-          Format::clear(h, w[u]);
-      }
-    }
+    if (s0 != begin) load_one_token_batch<Format, kUnroll>(r, s0, end, q, w);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int step = s0 + u, first = step * step_values<Format>() + q * Format::kLaneValues;

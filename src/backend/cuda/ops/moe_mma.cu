@@ -185,9 +185,13 @@ __global__ void __launch_bounds__(kSplitK * 32) moe_decode_kernel(typename Forma
   const int begin = warp * per_slice, end = min(steps, (warp + 1) * per_slice);
   if constexpr (kOneToken) {
     static_assert(kMTiles == 1 && kNTiles == 1);
+    // The first weights go out before the input row is staged: the two round trips overlap.
+    typename Format::Lane first[kUnroll];
+    load_one_token_batch<Format, kUnroll>(r, begin, end, q, first);
     block_copy<uint4>(input_row<kProduct>(p, w, tile, 0), input_row_smem, int64_t(r.k) * 2);
     __syncthreads();
-    multiply_rows_one_token<Format, kUnroll>(r, begin, end, g, q, reinterpret_cast<const bf16*>(input_row_smem), acc);
+    multiply_rows_one_token<Format, kUnroll>(r, begin, end, g, q, reinterpret_cast<const bf16*>(input_row_smem), first,
+                                             acc);
   } else {
     multiply_rows<Format, kMTiles, kNTiles, kUnroll>(r, begin, end, q, acc);
   }
