@@ -3,7 +3,9 @@
 // pdl_launch_dependents() (or exited), may do work that needs nothing from that kernel (index math,
 // loading weights, reading the step's inputs the host uploaded before the step: block tables, lengths,
 // positions), and must call pdl_wait() before reading anything an earlier kernel wrote and before
-// writing anything an earlier kernel may still read. At batch 1 a decode step is ~150 kernels of a few µs each;
+// writing anything an earlier kernel may still read. (One exception, stated where it is used: a kernel
+// whose predecessor triggers its dependents only after its own pdl_wait() may read, through L2, what the
+// kernel before that predecessor wrote: ops/moe_mma.cu's one-token down product and its choices.) At batch 1 a decode step is ~150 kernels of a few µs each;
 // this hides each one's launch and ramp behind the tail of its predecessor.
 //
 // Every kernel started through launch() must call pdl_wait(); launch() fails loudly (DRIFT_CUDA_CHECK).

@@ -71,7 +71,7 @@ __device__ __forceinline__ bool decode_tile(const MoeExpertsArgs& p, const MoeWo
     tile = grouped_tile(w, y);
     return true;
   }
-  const int32_t expert = p.topk_ids[y] - p.first_expert;
+  const int32_t expert = __ldcg(p.topk_ids + y) - p.first_expert;  // through L2: read before the wait (down)
   tile = {expert, y, 1, false};
   return expert >= 0 && expert < p.num_experts;
 }
@@ -158,19 +158,28 @@ __device__ __forceinline__ void write_outputs(const MoeExpertsArgs& p, const Moe
 // grid: (ceil(m-tiles / kMTiles), max tiles, or top_k at one token); block: kSplitK warps, each over a
 // slice of k of CTA x's m-tiles x * kMTiles .. + kMTiles. Inputs come from the caches (few tokens: decode).
 // One token: its input row is staged in dynamic shared memory (k bf16 values) and read at use.
+//
+// One token's down product reads its choices and issues its first weights before the PDL wait: the gate/up
+// kernel before it lets it launch only once every gate/up CTA has passed its own wait, i.e. once the route
+// that wrote the choices has completed. Only the activations it reads need the wait.
 template <class Format, Product kProduct, int kMTiles, int kNTiles, int kUnroll, bool kOneToken>
 __global__ void __launch_bounds__(kSplitK * 32) moe_decode_kernel(typename Format::Params p, MoeWorkspace w) {
   __shared__ float scratch[kSplitK * kMTiles * kNTiles * 4 * 32];
   extern __shared__ __align__(16) uint8_t input_row_smem[];
-  pdl_launch_dependents();
-  pdl_wait();
+  constexpr bool kGateUp = kProduct == Product::kGateUp;
+  constexpr bool kLateTrigger = kOneToken && kGateUp, kEarlyChoice = kOneToken && !kGateUp;
+  if constexpr (!kLateTrigger) pdl_launch_dependents();
+  if constexpr (!kEarlyChoice) pdl_wait();
+  if constexpr (kLateTrigger) pdl_launch_dependents();
+  const auto leave = [] {
+    if constexpr (kEarlyChoice) pdl_wait();
+  };
   Tile tile;
-  if (!decode_tile<kOneToken>(p, w, int(blockIdx.y), tile)) return;
+  if (!decode_tile<kOneToken>(p, w, int(blockIdx.y), tile)) return leave();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
   const int first_mtile = int(blockIdx.x) * kMTiles;
-  constexpr bool kGateUp = kProduct == Product::kGateUp;
   const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
-  if (first_mtile >= num_mtiles) return;  // the whole CTA, before its barrier
+  if (first_mtile >= num_mtiles) return leave();  // the whole CTA, before its barrier
 
   int row[kMTiles][2];
   warp_rows<kProduct>(p, first_mtile, num_mtiles, g, row);
@@ -188,6 +197,7 @@ __global__ void __launch_bounds__(kSplitK * 32) moe_decode_kernel(typename Forma
     // The first weights go out before the input row is staged: the two round trips overlap.
     typename Format::Lane first[kUnroll];
     load_one_token_batch<Format, kUnroll>(r, begin, end, q, first);
+    if constexpr (kEarlyChoice) pdl_wait();
     block_copy<uint4>(input_row<kProduct>(p, w, tile, 0), input_row_smem, int64_t(r.k) * 2);
     __syncthreads();
     multiply_rows_one_token<Format, kUnroll>(r, begin, end, g, q, reinterpret_cast<const bf16*>(input_row_smem), first,
