@@ -41,6 +41,28 @@ Expected<Linear> upload_linear(WeightLoader& loader, const std::vector<float>& w
   return l;
 }
 
+int64_t pad8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// Parts of `rows[i]` rows each (and their biases, empty where a part has none) stacked into one matrix,
+// each part followed by zero rows up to a multiple of 8.
+Expected<Linear> upload_stacked(WeightLoader& loader, const std::vector<const std::vector<float>*>& parts,
+                                const std::vector<const std::vector<float>*>& biases, const std::vector<int64_t>& rows,
+                                int64_t cols) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += pad8(r);
+  std::vector<float> weight(size_t(total * cols), 0.0f), bias;
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::copy(parts[i]->begin(), parts[i]->end(), weight.begin() + first * cols);
+    if (!biases[i]->empty()) {
+      bias.resize(size_t(total), 0.0f);
+      std::copy(biases[i]->begin(), biases[i]->end(), bias.begin() + first);
+    }
+    first += pad8(rows[i]);
+  }
+  return upload_linear(loader, weight, total, cols, bias);
+}
+
 }  // namespace
 
 MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& rope) {
@@ -69,12 +91,10 @@ MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Mla
   const DType t = ops.compute_dtype();
   const int64_t h = s.local_heads(), l = s.kv_lora_rank, r = s.qk_rope_head_dim;
   MlaScratch m;
-  if (s.q_lora_rank > 0) m.q_a = ops.alloc(t, {max_tokens, s.q_lora_rank});
-  m.q_nope = ops.alloc(t, {max_tokens, h * s.qk_nope_head_dim});
-  m.q_rope = ops.alloc(t, {max_tokens, h * r});
+  const int64_t per_token = pad8(s.q_lora_rank) + pad8(h * s.qk_nope_head_dim) + pad8(h * r) + pad8(l + r);
+  m.projected = ops.alloc(t, {max_tokens, per_token});
   m.q_latent = ops.alloc(t, {max_tokens, h * l});
   m.q = ops.alloc(t, {max_tokens, h * (l + r)});
-  m.kv_row = ops.alloc(t, {max_tokens, l + r});
   m.o_latent = ops.alloc(t, {max_tokens, h * l});
   m.o = ops.alloc(t, {max_tokens, h * s.v_head_dim});
   if (ops.supports_mla_prefill(s.qk_nope_head_dim, r, s.v_head_dim)) {
@@ -91,6 +111,27 @@ MlaScratch MlaScratch::allocate(backend::Ops& ops, int64_t max_tokens, const Mla
   return m;
 }
 
+MlaProjections MlaScratch::projections(const MlaSpec& s, int64_t n) const {
+  const Tensor& all = projected.view;
+  int64_t offset = 0;
+  auto take = [&](int64_t width) {
+    const Tensor part(static_cast<char*>(all.data) + offset * int64_t(dtype_size(all.dtype)), all.dtype, {n, width},
+                      all.device);
+    offset += n * pad8(width);
+    return part;
+  };
+  const int64_t h = s.local_heads(), kv_width = s.kv_lora_rank + s.qk_rope_head_dim;
+  MlaProjections p;
+  if (s.q_lora_rank > 0) {
+    p.q_a = take(s.q_lora_rank);
+    p.kv_row = take(kv_width);
+  }
+  p.q_nope = take(h * s.qk_nope_head_dim);
+  p.q_rope = take(h * s.qk_rope_head_dim);
+  if (s.q_lora_rank == 0) p.kv_row = take(kv_width);
+  return p;
+}
+
 Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::string& prefix, const MlaSpec& spec) {
   MlaAttention a;
   a.spec_ = spec;
@@ -101,21 +142,38 @@ Expected<MlaAttention> MlaAttention::load(WeightLoader& loader, const std::strin
 
   int64_t q_in = spec.hidden;
   std::string q_name = prefix + ".q_proj.weight";
+  std::vector<float> q_a_w, q_a_b, kv_a_b;
   if (spec.q_lora_rank > 0) {
     q_in = spec.q_lora_rank;
     q_name = prefix + ".q_b_proj.weight";
-    DRIFT_ASSIGN_OR_RETURN(a.q_a_proj_, Linear::load(loader, prefix + ".q_a_proj", q_in, spec.hidden, spec.bias));
+    DRIFT_ASSIGN_OR_RETURN(q_a_w, loader.read_host(prefix + ".q_a_proj.weight", {q_in, spec.hidden}));
+    if (spec.bias) {
+      DRIFT_ASSIGN_OR_RETURN(q_a_b, loader.read_host(prefix + ".q_a_proj.bias", {q_in}));
+    }
     DRIFT_ASSIGN_OR_RETURN(a.q_a_norm_, RmsNorm::load(loader, prefix + ".q_a_layernorm.weight", q_in, kLatentNormEps));
   }
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(q_name, {heads, nope + r, q_in}, my_heads));
   auto [q_nope_w, q_rope_w] = split_head_rows(q_w, h, nope, r, q_in);
-  DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, q_nope_w, h * nope, q_in, {}));
-  DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, q_rope_w, h * r, q_in, {}));
 
   // kv_a_proj_with_mqa is one "head" of L latent rows followed by R rope rows: its output row is the cache
-  // entry before the norm and the rotation, so it stays one product.
-  DRIFT_ASSIGN_OR_RETURN(a.kv_a_proj_, Linear::load(loader, prefix + ".kv_a_proj_with_mqa", l + r, spec.hidden, spec.bias));
+  // entry before the norm and the rotation.
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> kv_a_w,
+                         loader.read_host(prefix + ".kv_a_proj_with_mqa.weight", {l + r, spec.hidden}));
+  if (spec.bias) {
+    DRIFT_ASSIGN_OR_RETURN(kv_a_b, loader.read_host(prefix + ".kv_a_proj_with_mqa.bias", {l + r}));
+  }
   DRIFT_ASSIGN_OR_RETURN(a.kv_a_norm_, RmsNorm::load(loader, prefix + ".kv_a_layernorm.weight", l, kLatentNormEps));
+  const std::vector<float> none;
+  if (spec.q_lora_rank > 0) {
+    a.x_rows_ = {q_in, l + r};
+    DRIFT_ASSIGN_OR_RETURN(a.x_proj_, upload_stacked(loader, {&q_a_w, &kv_a_w}, {&q_a_b, &kv_a_b}, a.x_rows_, spec.hidden));
+    a.q_rows_ = {h * nope, h * r};
+    DRIFT_ASSIGN_OR_RETURN(a.q_proj_, upload_stacked(loader, {&q_nope_w, &q_rope_w}, {&none, &none}, a.q_rows_, q_in));
+  } else {
+    a.x_rows_ = {h * nope, h * r, l + r};
+    DRIFT_ASSIGN_OR_RETURN(a.x_proj_, upload_stacked(loader, {&q_nope_w, &q_rope_w, &kv_a_w}, {&none, &none, &kv_a_b},
+                                                     a.x_rows_, spec.hidden));
+  }
 
   // kv_b_proj holds per head W_UK [nope, L] then W_UV [v, L]. The query absorbs W_UK, so it is stored
   // transposed ([L, nope]: q_latent = W_UK^T q_nope); W_UV maps the attended latent back to v per head.
@@ -145,30 +203,44 @@ void MlaAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t
 
 void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch,
                            const Tensor& out) const {
-  project_and_cache(ops, ctx, x, scratch);
+  const MlaProjections in = project_and_cache(ops, ctx, x, scratch);
   const Tensor o = scratch.o.view.slice(0, ctx.num_tokens);
-  if (runs_expanded(ops, ctx, scratch)) attend_expanded(ops, ctx, scratch, o);
-  else attend_absorbed(ops, ctx, scratch, o);
+  if (runs_expanded(ops, ctx, scratch)) attend_expanded(ops, ctx, in, scratch, o);
+  else attend_absorbed(ops, ctx, in, scratch, o);
   o_proj_.forward(ops, o, out);
 }
 
-void MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x,
-                                     MlaScratch& scratch) const {
-  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
-  Tensor q_in = x;
-  if (q_a_norm_) {
-    q_in = scratch.q_a.view.slice(0, n);
-    q_a_proj_.forward(ops, x, q_in);
-    q_a_norm_->forward(ops, q_in, q_in);
+void MlaAttention::project(backend::Ops& ops, const Linear& stacked, const std::vector<int64_t>& rows,
+                           const Tensor& x, const std::vector<Tensor>& parts) const {
+  const int64_t n = parts[0].size(0);
+  if (n == 1) {  // the parts lie side by side in one row, at the stacked matrix's row offsets
+    const Tensor row(parts[0].data, parts[0].dtype, {1, stacked.out_features()}, parts[0].device);
+    ops.linear(x, stacked.weight.view, stacked.bias.view, row);
+    return;
   }
-  const Tensor q_nope = scratch.q_nope.view.slice(0, n), q_rope = scratch.q_rope.view.slice(0, n);
-  q_nope_proj_.forward(ops, q_in, q_nope);
-  q_rope_proj_.forward(ops, q_in, q_rope);
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor bias = stacked.bias.view.defined() ? stacked.bias.view.slice(first, first + rows[i]) : Tensor();
+    ops.linear(x, stacked.weight.view.slice(first, first + rows[i]), bias, parts[i]);
+    first += pad8(rows[i]);
+  }
+}
+
+MlaProjections MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x,
+                                               MlaScratch& scratch) const {
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
+  const MlaProjections in = scratch.projections(spec_, n);
+  if (q_a_norm_) {
+    project(ops, x_proj_, x_rows_, x, {in.q_a, in.kv_row});
+    q_a_norm_->forward(ops, in.q_a, in.q_a);
+    project(ops, q_proj_, q_rows_, in.q_a, {in.q_nope, in.q_rope});
+  } else {
+    project(ops, x_proj_, x_rows_, x, {in.q_nope, in.q_rope, in.kv_row});
+  }
+  const Tensor q_rope = in.q_rope, kv_row = in.kv_row;
 
   // The new tokens' cache entries: [rms_norm(latent) | rope(k_rope)], from kv_a's rows in place: the key
   // part rotates with the queries, and the norm happens in the write.
-  const Tensor kv_row = scratch.kv_row.view.slice(0, n);
-  kv_a_proj_.forward(ops, x, kv_row);
   const Tensor k_rope(static_cast<char*>(kv_row.data) + l * int64_t(dtype_size(kv_row.dtype)), kv_row.dtype, {n, 1, r},
                       kv_row.device);
   backend::RopeParams rope = spec_.rope;
@@ -177,6 +249,7 @@ void MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ct
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   ops.write_kv({.k = kv_row.view({n, 1, l + r}), .slot_mapping = kv.slot_mapping, .k_cache = cache_.values.view,
                 .k_scale = cache_.scales.view, .k_norm_weight = kv_a_norm_.weight.view, .k_norm_eps = kv_a_norm_.eps});
+  return in;
 }
 
 // Only shapes decide (the step's most new tokens, its sequences times its block-table width), so a captured
@@ -195,15 +268,15 @@ int64_t MlaAttention::context_bound(const ForwardContext& ctx) const {
   return int64_t(ctx.num_seqs) * ctx.kv_groups[size_t(spec_.kv_group)].block_tables.size(1) * cache_.values.view.size(1);
 }
 
-void MlaAttention::attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch,
-                                   const Tensor& o) const {
+void MlaAttention::attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, const MlaProjections& in,
+                                   MlaScratch& scratch, const Tensor& o) const {
   const int64_t n = ctx.num_tokens, h = spec_.local_heads();
   const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, l = spec_.kv_lora_rank;
   // Absorbed query per head: [W_UK^T q_nope | q_rope], scored against [latent | k_rope] of every cached token.
   const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, l});
-  ops.batched_linear(scratch.q_nope.view.slice(0, n).view({n, h, nope}), w_uk_t_.view, q_latent);
+  ops.batched_linear(in.q_nope.view({n, h, nope}), w_uk_t_.view, q_latent);
   const Tensor q = scratch.q.view.slice(0, n);
-  ops.concat(q_latent.view({n * h, l}), scratch.q_rope.view.slice(0, n).view({n * h, r}), q.view({n * h, l + r}));
+  ops.concat(q_latent.view({n * h, l}), in.q_rope.view({n * h, r}), q.view({n * h, l + r}));
   // SpecPV's block bounds are over the latent rows: one KV head that every absorbed query head reads.
   if (ctx.query_tap != nullptr) ctx.query_tap->on_queries(spec_.kv_group, q.view({n, h, l + r}), 0, cache_.values.view);
 
@@ -221,8 +294,8 @@ void MlaAttention::attend_absorbed(backend::Ops& ops, const ForwardContext& ctx,
 // Every sequence's context (this step's rows included, just written) packed from the cache, expanded by
 // kv_b_proj into per-head key and value rows; rows past the step's context are expanded too (the product
 // runs over a shape-only bound) and never read.
-void MlaAttention::attend_expanded(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch,
-                                   const Tensor& o) const {
+void MlaAttention::attend_expanded(backend::Ops& ops, const ForwardContext& ctx, const MlaProjections& in,
+                                   MlaScratch& scratch, const Tensor& o) const {
   const int64_t n = ctx.num_tokens, h = spec_.local_heads();
   const int64_t nope = spec_.qk_nope_head_dim, r = spec_.qk_rope_head_dim, v = spec_.v_head_dim;
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
@@ -233,8 +306,8 @@ void MlaAttention::attend_expanded(backend::Ops& ops, const ForwardContext& ctx,
                       .context_lens = ctx.context_lens, .head = latent, .tail = k_rope, .key_start = key_start});
   const Tensor expanded = scratch.context_kv.view.slice(0, rows);
   kv_b_proj_.forward(ops, latent, expanded);
-  ops.mla_prefill_attention({.q_nope = scratch.q_nope.view.slice(0, n).view({n, h, nope}),
-                             .q_rope = scratch.q_rope.view.slice(0, n).view({n, h, r}),
+  ops.mla_prefill_attention({.q_nope = in.q_nope.view({n, h, nope}),
+                             .q_rope = in.q_rope.view({n, h, r}),
                              .kv = expanded.view({rows, h, nope + v}),
                              .k_rope = k_rope,
                              .query_start = ctx.query_start,

@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/forward_context.h"
 #include "model/layers/linear.h"
@@ -44,17 +45,25 @@ struct MlaSpec {
 // under a scaled RoPE with mscale_all_dim, as DeepSeek defines YaRN for MLA.
 MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& rope);
 
+// Where a step's projections of its n new tokens lie in MlaScratch::projected, each [n, width] and
+// contiguous, starting at a multiple of 8 elements. The parts one matrix product makes at one token sit
+// side by side in that order, so that the product's single output row is all of them (MlaAttention's
+// stacked linears): q LoRA: [q_a | kv_row], then [q_nope | q_rope]; else [q_nope | q_rope | kv_row].
+struct MlaProjections {
+  Tensor q_a;     // [n, q_lora_rank] (q LoRA only)
+  Tensor q_nope;  // [n, heads * nope]
+  Tensor q_rope;  // [n, heads * rope]
+  // [n, L + rope]: kv_a_proj_with_mqa's row of each new token, [latent | k_rope]; its k_rope is rotated in
+  // place and the row goes to the cache with the latent normalised on the way (write_kv).
+  Tensor kv_row;
+};
+
 // Step buffers shared by every MLA layer of a model ("heads": this rank's).
 struct MlaScratch {
-  backend::Buffer q_a;       // [max_tokens, q_lora_rank]
-  backend::Buffer q_nope;    // [max_tokens, heads * nope]
-  backend::Buffer q_rope;    // [max_tokens, heads * rope]
-  backend::Buffer q_latent;  // [max_tokens, heads * L]
-  backend::Buffer q;         // [max_tokens, heads * (L + rope)]: the absorbed query
-  // [max_tokens, L + rope]: kv_a_proj_with_mqa's row of each new token, [latent | k_rope]; its k_rope is
-  // rotated in place and the row goes to the cache with the latent normalised on the way (write_kv).
-  backend::Buffer kv_row;
-  backend::Buffer o_latent;  // [max_tokens, heads * L]
+  backend::Buffer projected;  // MlaProjections' parts for max_tokens tokens
+  backend::Buffer q_latent;   // [max_tokens, heads * L]
+  backend::Buffer q;          // [max_tokens, heads * (L + rope)]: the absorbed query
+  backend::Buffer o_latent;   // [max_tokens, heads * L]
   backend::Buffer o;         // [max_tokens, heads * v]
   // The expanded form's packed context (when the backend has it): context_rows rows, as many as 256 MiB
   // hold (at least two full steps', at most 64k; DeepSeek-V2-Lite in bf16: 28.7k).
@@ -65,6 +74,7 @@ struct MlaScratch {
   backend::Buffer key_start;       // [max_tokens + 1] int32: each sequence's first packed row
 
   static MlaScratch allocate(backend::Ops& ops, int64_t max_tokens, const MlaSpec& spec);
+  MlaProjections projections(const MlaSpec& spec, int64_t n) const;
 };
 
 class MlaAttention {
@@ -85,21 +95,31 @@ class MlaAttention {
 
  private:
   // q_nope, q_rope (rotated) and the new tokens' cache rows, written to the cache.
-  void project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaScratch& scratch) const;
+  MlaProjections project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x,
+                                   MlaScratch& scratch) const;
+  // One token's products of one input through the stacked matrix at once, else each part's rows alone.
+  void project(backend::Ops& ops, const Linear& stacked, const std::vector<int64_t>& rows, const Tensor& x,
+               const std::vector<Tensor>& parts) const;
   // The packed rows a step's context can take: its sequences times its block-table width (shapes only).
   int64_t context_bound(const ForwardContext& ctx) const;
   // Whether this step runs the expanded form: a prefill-sized step whose context fits the packed buffers.
   bool runs_expanded(const backend::Ops& ops, const ForwardContext& ctx, const MlaScratch& scratch) const;
   // Attention into o [n, heads * v], absorbed or expanded.
-  void attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch, const Tensor& o) const;
-  void attend_expanded(backend::Ops& ops, const ForwardContext& ctx, MlaScratch& scratch, const Tensor& o) const;
+  void attend_absorbed(backend::Ops& ops, const ForwardContext& ctx, const MlaProjections& in, MlaScratch& scratch,
+                       const Tensor& o) const;
+  void attend_expanded(backend::Ops& ops, const ForwardContext& ctx, const MlaProjections& in, MlaScratch& scratch,
+                       const Tensor& o) const;
 
   MlaSpec spec_;
-  Linear q_a_proj_;                      // [q_lora_rank, hidden] when the query is compressed
+  // H below: this rank's heads. The products of one input stacked into one matrix, each part padded with
+  // zero rows to a multiple of 8 (a decode step of one token makes them in one GEMV where it took two or
+  // three; more tokens take each part's rows alone, so that every output stays contiguous):
+  // q LoRA: x_proj_ = [q_a_proj (q_lora_rank); kv_a_proj_with_mqa (L + rope)] over hidden, and
+  // q_proj_ = q_b_proj's rows split per head, [nope rows of every head (H * nope); rope rows (H * rope)];
+  // else x_proj_ = [q_proj's nope rows; its rope rows; kv_a_proj_with_mqa].
+  Linear x_proj_, q_proj_;
+  std::vector<int64_t> x_rows_, q_rows_;  // each part's rows, unpadded
   std::optional<RmsNorm> q_a_norm_;      // [q_lora_rank]
-  // H below: this rank's heads.
-  Linear q_nope_proj_, q_rope_proj_;     // q_b_proj (or q_proj) rows, split per head: [H * nope, .], [H * rope, .]
-  Linear kv_a_proj_;                     // kv_a_proj_with_mqa as stored: [L + rope, hidden]
   RmsNorm kv_a_norm_;                    // [L]
   backend::Buffer w_uk_t_;               // [H, L, nope]: per head the key up-projection, transposed
   backend::Buffer w_uv_;                 // [H, v, L]: per head the value up-projection
