@@ -303,13 +303,18 @@ template <KeyRule kRule, int kTiles, bool kFp8>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) mla_mma_kernel(AttentionParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
-  pdl_wait();
+  // A chain step finds its split and its first row from the inputs the host uploaded (query starts, context
+  // lengths, positions, the block table: no kernel writes them) before the wait, overlapping the previous
+  // kernel; trees and views (per-key checks) and DSA-lite's lists (written by a kernel) wait first.
+  constexpr bool kEarlyRows = kRule == KeyRule::kChain;
+  if constexpr (!kEarlyRows) pdl_wait();
   const MmaSmem s = MmaSmem::carve(smem, p.head_dim, kFp8);
   const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
   const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
   // A chunk's rows into stage (bf16) or staging area (FP8 codes, scaled into the one stage later) `into`;
   // `next` holds where this thread's row of the next chunk to be copied lives.
   RowRef next = locate_row<kRule>(p, w, w.begin);
+  if constexpr (kEarlyRows) pdl_wait();
   auto stage_rows = [&](int chunk, int into) {
     if (chunk < w.end) {
       if constexpr (kFp8) stage_codes(p, next, s, into);
