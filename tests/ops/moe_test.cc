@@ -154,6 +154,7 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
       {"prefill, experts 0..3 of 8 held", 300, 128, 64, 4, 4, 8, true, 7.0f, 0},
       {"batch 1, GPT-OSS's hidden 2880 (a half step of 16-byte lanes), ffn 192", 1, 2880, 192, 8, 4, 8, true, 7.0f},
       {"5 tokens, hidden 2880, ffn 192", 5, 2880, 192, 8, 4, 8, true, 7.0f},
+      {"batch 1, gate rows first, hidden 2880, ffn 320", 1, 2880, 320, 8, 4, 8, false, 7.0f},
   };
   // Every case with one token read directly and grouped as larger batches are.
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
