@@ -41,7 +41,10 @@ CLI::Validator at_least(double min) {
       ">= " + bound);
 }
 
-void add_engine_options(CLI::App& cmd, EngineConfig& c) {
+namespace {
+
+// Which model, on what, split how.
+void add_model_options(CLI::App& cmd, EngineConfig& c) {
   c.model_dir = default_model_dir();
   cmd.add_option("-m,--model", c.model_dir, "Hugging Face model folder (config.json, safetensors, tokenizer.json)")
       ->capture_default_str();
@@ -64,6 +67,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_flag("--expert-parallel,--ep", c.expert_parallel,
                "MoE models: place the routed experts whole across the --tensor-parallel ranks (1/N of them each) "
                "instead of splitting every expert's width");
+}
+
+// The KV cache: its blocks, size, dtype, and what a retrofit changes in it.
+void add_cache_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--block-size", c.block_size, "Tokens per KV block")->check(CLI::Range(1, 1024))->capture_default_str();
   cmd.add_option("--kv-cache-bytes", c.kv_cache_bytes, "KV cache size in bytes (0: a fraction of free memory)")
       ->check(at_least(0))->capture_default_str();
@@ -74,6 +81,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8"}))->capture_default_str();
   cmd.add_option("--retrofit", c.retrofit_file,
                  "Retrofit weights (safetensors from tools/retrofit/): MLA-lite latent KV and/or DSA-lite sparse attention");
+}
+
+// Speculative decoding (n-gram lookup, EAGLE-3 trees) and SpecPV's partial verification.
+void add_speculative_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--speculative", c.speculative.method,
                  "Speculative decoding: ngram (prompt lookup, greedy requests), eagle3 (a draft head: --draft) or empty for off")
       ->check(CLI::IsMember({"", "ngram", "eagle3"}));
@@ -115,6 +126,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--specpv-score", c.specpv.score,
                  "SpecPV: how blocks score against the queries: quest (bound on every logit) or specpv (SpecPV's mean)")
       ->check(CLI::IsMember({"quest", "specpv"}))->capture_default_str();
+}
+
+// What a step holds, in what order requests start, and how steps are launched.
+void add_scheduling_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--max-model-len", c.max_model_len, "Session length in tokens (0: the model's; above it: the model's, with a warning)")
       ->check(at_least(0))->capture_default_str();
   cmd.add_option("--max-num-seqs", c.max_num_seqs, "Sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
@@ -154,6 +169,15 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
                  "target by more than a quarter of it, before it holds KV")
       ->transform(CLI::CheckedTransformer(on_off, CLI::ignore_case).description("{on,off}"))
       ->default_str(c.slo_shed ? "on" : "off");
+}
+
+}  // namespace
+
+void add_engine_options(CLI::App& cmd, EngineConfig& c) {
+  add_model_options(cmd, c);
+  add_cache_options(cmd, c);
+  add_speculative_options(cmd, c);
+  add_scheduling_options(cmd, c);
 }
 
 void add_sampling_options(CLI::App& cmd, SamplingParams& s) {
