@@ -3,7 +3,8 @@
 # one call on the same GPU, alternating base/new ROUNDS times so that drift in the GPU's clocks falls on both.
 # Here:    mkdir -p .ab && git archive BASE CMakeLists.txt cmake include src apps bench tools | gzip > .ab/base.tar.gz
 # There:   tools/gpu/ab_bench.sh [drift_bench_decode arguments...]   (carry [".debs", ".ab"]); ROUNDS (2);
-#          NEW_BUILD (build-ab): a build folder of the working tree to reuse, such as one the tests were built in.
+#          NEW_BUILD (build-ab): a build folder of the working tree to reuse, such as one the tests were built in;
+#          TAG: a prefix for the output files, so that two runs in one call keep both tables.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/drift-gpu-out}
@@ -20,8 +21,9 @@ for round in $(seq 1 "$ROUNDS"); do
   for side in base new; do
     bin=/tmp/build-base/bench/decode/drift_bench_decode
     [ "$side" = new ] && bin=$NEW_BUILD/bench/decode/drift_bench_decode
-    "$bin" --markdown "$OUT/$side-$round.md" "$@" >"$OUT/$side-$round.log" 2>&1
+    out=$OUT/${TAG:+$TAG-}$side-$round
+    "$bin" --markdown "$out.md" "$@" >"$out.log" 2>&1
     echo "== $side, round $round (rc=$?)"
-    grep -E "^\| (llama|model|---)" "$OUT/$side-$round.md" | cut -d'|' -f2-5
+    grep -E "^\| " "$out.md" | cut -d'|' -f2-5
   done
 done
