@@ -1,9 +1,10 @@
 // drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored),
-// at decode batch sizes; at batch 1 under both kernel choices of the CUDA backend: one token read directly
-// or grouped (CudaOptions::moe_one_token_kernels). Each row: microseconds per
-// layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a
+// at decode batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of
+// the CUDA backend: one token read directly or grouped (CudaOptions::moe_one_token_kernels). Each row:
+// microseconds per layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a
 // decode step's graph pays and the weights come from DRAM), the expert bytes the choices reach over that
-// time against the copy bandwidth measured in the same run, and the relative difference of the output from
+// time against the copy bandwidth measured in the same run, the products' FLOPs over that time against the
+// bf16 matrix rate (what bounds prefill-sized batches), and the relative difference of the output from
 // the first choice's (the op tests hold each to the CPU oracle).
 //
 // Choices are drawn at random (top-4 distinct experts per token, as a router spreading load evenly would);
@@ -101,7 +102,7 @@ constexpr KernelChoice kChoices[] = {{false, "grouped"}, {true, "one token"}};
 
 // The rows of one geometry and batch size.
 std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vector<LayerExperts>& layers, int64_t batch,
-                    double bandwidth, std::mt19937& rng) {
+                    const Ceilings& ceil, std::mt19937& rng) {
   const backend::MoeShape shape{.hidden = g.hidden, .ffn = g.ffn, .num_experts = g.experts, .top_k = g.top_k,
                                 .clamped_swiglu = true, .mxfp4 = true};
   backend::Buffer x = ops.alloc(DType::kBF16, {batch, g.hidden}), out = ops.alloc(DType::kBF16, {batch, g.hidden});
@@ -122,6 +123,8 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
     params.push_back(p);
   }
   const double bytes = reached * expert_bytes(g) + 4.0 * double(batch * g.hidden);
+  // Each token's top_k products: gate/up (2F x H) and down (H x F), a multiply-add each.
+  const double flops = 2.0 * double(batch * g.top_k) * 3.0 * double(g.hidden) * double(g.ffn);
   std::string rows;
   std::vector<float> first;
   for (const KernelChoice& k : kChoices) {
@@ -131,11 +134,12 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
     ops.moe_experts(params[0]);
     const std::vector<float> got = read_bf16(ops, out.view);
     if (first.empty()) first = got;
-    const double rate = bytes / (us * 1e-6);
-    rows += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.0f} | {:.0f}% | {:.1e} |\n", g.name, batch, k.label, reached,
-                        us, rate * 1e-9, 100.0 * rate / bandwidth, relative_l2(got, first));
-    std::printf("%s batch %lld %s: %.1f us (%.0f%% of copy)\n", g.name, static_cast<long long>(batch), k.label, us,
-                100.0 * rate / bandwidth);
+    const double rate = bytes / (us * 1e-6), flop_rate = flops / (us * 1e-6);
+    rows += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.0f} | {:.0f}% | {:.1f} | {:.0f}% | {:.1e} |\n", g.name, batch,
+                        k.label, reached, us, rate * 1e-9, 100.0 * rate / ceil.bandwidth, flop_rate * 1e-12,
+                        100.0 * flop_rate / ceil.bf16_rate, relative_l2(got, first));
+    std::printf("%s batch %lld %s: %.1f us (%.0f%% of copy, %.0f%% of the bf16 matrix rate)\n", g.name,
+                static_cast<long long>(batch), k.label, us, 100.0 * rate / ceil.bandwidth, 100.0 * flop_rate / ceil.bf16_rate);
   }
   ops.set_moe_one_token_kernels(true);
   return rows;
@@ -161,16 +165,16 @@ int run(int argc, char** argv) {
   const Ceilings ceil = measure_ceilings(ops);
   std::mt19937 rng(5);
   std::string table = fmt::format(
-      "GPU: {} | copy {:.2f} TB/s | MXFP4 experts, hidden 2880, width 2880, top-4; us per layer from a graph of 48 "
-      "calls\n\n| model | batch | kernels | experts reached | us | GB/s | of copy bandwidth | differs from the first by |\n"
-      "|---|---:|---|---:|---:|---:|---:|---:|\n",
-      prop.name, ceil.bandwidth * 1e-12);
+      "GPU: {} | copy {:.2f} TB/s | bf16 GEMM {:.0f} TFLOP/s | MXFP4 experts, hidden 2880, width 2880, top-4; us per "
+      "layer from a graph of 48 calls\n\n| model | batch | kernels | experts reached | us | GB/s | of copy bandwidth | "
+      "TFLOP/s | of matrix rate | differs from the first by |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+      prop.name, ceil.bandwidth * 1e-12, ceil.bf16_rate * 1e-12);
   for (const MoeGeometry& g : kGeometries) {
     if (std::find(models.begin(), models.end(), g.name) == models.end()) continue;
     std::vector<LayerExperts> layers;
     for (int64_t l = 0; l < g.layers; ++l) layers.push_back(random_layer(ops, g, uint64_t(100 + 10 * l)));
     ops.synchronize();
-    for (int64_t b : batches) table += measure(ops, g, layers, b, ceil.bandwidth, rng);
+    for (int64_t b : batches) table += measure(ops, g, layers, b, ceil, rng);
   }
   print_table(table, markdown);
   return 0;
