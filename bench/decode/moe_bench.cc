@@ -1,11 +1,11 @@
-// drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored),
-// at decode batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of
-// the CUDA backend: one token read directly or grouped (CudaOptions::moe_one_token_kernels). Each row:
-// microseconds per layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a
-// decode step's graph pays and the weights come from DRAM), the expert bytes the choices reach over that
-// time against the copy bandwidth measured in the same run, the products' FLOPs over that time against the
-// bf16 matrix rate (what bounds prefill-sized batches), and the relative difference of the output from
-// the first choice's (the op tests hold each to the CPU oracle).
+// drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored), at decode
+// batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of the CUDA backend:
+// one token read directly or grouped (CudaOptions::moe_one_token_kernels). Each row: microseconds per layer (a CUDA
+// graph of back-to-back calls over several layers' experts, so that launch costs are what a decode step's graph
+// pays and the weights come from DRAM), the expert bytes the choices reach over that time against the copy
+// bandwidth measured in the same run, the products' FLOPs over that time against the bf16 matrix rate (what bounds
+// prefill-sized batches), and the relative difference of the output from the first choice's (the op tests hold each
+// to the CPU oracle).
 //
 // Choices are drawn at random (top-4 distinct experts per token, as a router spreading load evenly would);
 // codes are random bytes, scales 2^-7, biases random bf16.
