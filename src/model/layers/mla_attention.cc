@@ -63,6 +63,23 @@ Expected<Linear> upload_stacked(WeightLoader& loader, const std::vector<const st
   return upload_linear(loader, weight, total, cols, bias);
 }
 
+// One token's products of one input through the stacked matrix at once, else each part's rows alone.
+void project(backend::Ops& ops, const Linear& stacked, const std::vector<int64_t>& rows, const Tensor& x,
+             const std::vector<Tensor>& parts) {
+  const int64_t n = parts[0].size(0);
+  if (n == 1) {  // the parts lie side by side in one row, at the stacked matrix's row offsets
+    const Tensor row(parts[0].data, parts[0].dtype, {1, stacked.out_features()}, parts[0].device);
+    ops.linear(x, stacked.weight.view, stacked.bias.view, row);
+    return;
+  }
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor bias = stacked.bias.view.defined() ? stacked.bias.view.slice(first, first + rows[i]) : Tensor();
+    ops.linear(x, stacked.weight.view.slice(first, first + rows[i]), bias, parts[i]);
+    first += pad8(rows[i]);
+  }
+}
+
 }  // namespace
 
 MlaSpec mla_spec(const weights::ModelConfig& config, const backend::RopeParams& rope) {
@@ -208,22 +225,6 @@ void MlaAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const T
   if (runs_expanded(ops, ctx, scratch)) attend_expanded(ops, ctx, in, scratch, o);
   else attend_absorbed(ops, ctx, in, scratch, o);
   o_proj_.forward(ops, o, out);
-}
-
-void MlaAttention::project(backend::Ops& ops, const Linear& stacked, const std::vector<int64_t>& rows,
-                           const Tensor& x, const std::vector<Tensor>& parts) const {
-  const int64_t n = parts[0].size(0);
-  if (n == 1) {  // the parts lie side by side in one row, at the stacked matrix's row offsets
-    const Tensor row(parts[0].data, parts[0].dtype, {1, stacked.out_features()}, parts[0].device);
-    ops.linear(x, stacked.weight.view, stacked.bias.view, row);
-    return;
-  }
-  int64_t first = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const Tensor bias = stacked.bias.view.defined() ? stacked.bias.view.slice(first, first + rows[i]) : Tensor();
-    ops.linear(x, stacked.weight.view.slice(first, first + rows[i]), bias, parts[i]);
-    first += pad8(rows[i]);
-  }
 }
 
 MlaProjections MlaAttention::project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x,

@@ -97,9 +97,6 @@ class MlaAttention {
   // q_nope, q_rope (rotated) and the new tokens' cache rows, written to the cache.
   MlaProjections project_and_cache(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x,
                                    MlaScratch& scratch) const;
-  // One token's products of one input through the stacked matrix at once, else each part's rows alone.
-  void project(backend::Ops& ops, const Linear& stacked, const std::vector<int64_t>& rows, const Tensor& x,
-               const std::vector<Tensor>& parts) const;
   // The packed rows a step's context can take: its sequences times its block-table width (shapes only).
   int64_t context_bound(const ForwardContext& ctx) const;
   // Whether this step runs the expanded form: a prefill-sized step whose context fits the packed buffers.
