@@ -809,6 +809,12 @@ void ablate_rows(ModelBench& b, backend::CudaOps& ops, std::vector<Row>& rows) {
   rows.push_back(r);
   print_row(r);
   ops.set_gemv_split_by_iterations(!ops.options().gemv_split_by_iterations);
+  ops.set_gemv_stream(!ops.options().gemv_stream);
+  Row s = b.decode_forward_only(1, true);
+  s.workload = fmt::format("decode b=1 forward, graph: streaming GEMV {}", ops.options().gemv_stream ? "on" : "off");
+  rows.push_back(s);
+  print_row(s);
+  ops.set_gemv_stream(!ops.options().gemv_stream);
 }
 
 // What each op family costs inside a captured decode step of each batch size: the step replayed with the

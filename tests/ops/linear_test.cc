@@ -1,7 +1,8 @@
 // linear and batched_linear against the CPU backend (OpenBLAS sgemm on the same bf16-exact inputs).
 // Both accumulate in fp32, so the difference is summation order plus the rounding of a bf16 output:
 // tolerance 5e-3 relative L2 (fp32 logits: 1e-4). Rows 1..4 take the GEMV kernel, more rows cuBLASLt;
-// every small case also runs with the GEMV kernel switched off. linear_silu_mul (the stacked gate/up projection with
+// every small case also runs with the GEMV kernel switched off, under its other split rule and through the
+// streaming GEMV. linear_silu_mul (the stacked gate/up projection with
 // the activation in the GEMV's epilogue) must equal linear then silu_mul exactly, and match the CPU.
 #include <array>
 
@@ -25,6 +26,8 @@ TEST_F(LinearTest, LinearMatchesCpu) {
   ASSERT_TRUE(no_gemv.ok());
   auto by_bytes = backend::make_cuda_ops({.gemv_split_by_iterations = false});  // the other split rule
   ASSERT_TRUE(by_bytes.ok());
+  auto streaming = backend::make_cuda_ops({.gemv_stream = true});
+  ASSERT_TRUE(streaming.ok());
   for (const LinearCase& c : {LinearCase{1, 3072, 2048, false, false}, LinearCase{2, 512, 2048, true, false},
                               LinearCase{3, 100, 64, false, false}, LinearCase{4, 1000, 14336, false, false},
                               LinearCase{1, 704, 64, false, true}, LinearCase{3, 704, 64, true, true},
@@ -47,14 +50,17 @@ TEST_F(LinearTest, LinearMatchesCpu) {
     auto g_b = gpu_bf16(b, {c.n});
     const DType out_type = c.out_f32 ? DType::kF32 : DType::kBF16;
     const double tolerance = c.out_f32 ? kGemmF32 : kGemmBf16;
-    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_bytes->get()}) {
+    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_bytes->get(), streaming->get()}) {
       auto g_out = gpu_poisoned(out_type, {c.m, c.n});
       gpu_->synchronize();  // inputs and poison were queued on gpu_'s stream
       ops->linear(g_x.view, g_w.view, c.bias ? g_b.view : Tensor(), g_out.view);
       ops->synchronize();
       EXPECT_CLOSE(read_gpu(g_out.view), want, tolerance)
           << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias << " f32=" << c.out_f32
-          << (ops == gpu_.get() ? " (gemv allowed)" : ops == no_gemv->get() ? " (cuBLASLt)" : " (gemv split by bytes)");
+          << (ops == gpu_.get()        ? " (gemv allowed)"
+              : ops == no_gemv->get()  ? " (cuBLASLt)"
+              : ops == by_bytes->get() ? " (gemv split by bytes)"
+                                       : " (streaming gemv)");
     }
   }
 }

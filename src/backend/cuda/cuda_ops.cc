@@ -199,7 +199,8 @@ void CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, const
   cuda::run(cuda::GemmParams{.x = bf16_ptr(x), .w = bf16_ptr(w), .bias = bias.defined() ? bf16_ptr(bias) : nullptr,
                              .out = out.data, .m = m, .n = n, .k = k, .out_f32 = out.dtype == DType::kF32,
                              .allow_gemv = options_.small_batch_gemv,
-                             .split_by_iterations = options_.gemv_split_by_iterations, .lt = lt_.get()},
+                             .split_by_iterations = options_.gemv_split_by_iterations,
+                             .stream_rows = options_.gemv_stream, .lt = lt_.get()},
             stream_);
 }
 

@@ -43,6 +43,10 @@ struct CudaOptions {
   // any matrix as many CTAs as fill the GPU) instead of by bytes per CTA with a 16 KB floor per CTA
   // (GPT-OSS-20B batch 1 on an H200: 2.094 against 2.148 ms a step; the Llama shapes alike or better).
   bool gemv_split_by_iterations = true;
+  // Linears of at most 4 rows (not the SwiGLU epilogue) through the streaming GEMV (ops/gemv_stream.cu:
+  // CTAs resident for the whole matrix, loads running on across rows) instead of one row group a CTA.
+  // Off until measured on a GPU (drift_bench_decode --ablate times both).
+  bool gemv_stream = false;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
@@ -158,6 +162,7 @@ class CudaOps final : public Ops {
   void set_small_batch_gemv(bool on) { options_.small_batch_gemv = on; }
   void set_fuse_swiglu_gemv(bool on) { options_.fuse_swiglu_gemv = on; }
   void set_gemv_split_by_iterations(bool on) { options_.gemv_split_by_iterations = on; }
+  void set_gemv_stream(bool on) { options_.gemv_stream = on; }
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
   void set_mla_expanded_prefill(bool on) { options_.mla_expanded_prefill = on; }
   void set_mla_max_splits(int32_t n) { options_.mla_max_splits = n; }

@@ -111,10 +111,13 @@ struct GemmParams {
   bool allow_gemv = true;      // may take the small-m kernel instead of cuBLASLt
   bool swiglu = false;         // w is [gate; up]: out = silu(x @ gate^T) * (x @ up^T) (GEMV path only)
   bool split_by_iterations = false;  // the GEMV's split rule (CudaOptions::gemv_split_by_iterations)
+  bool stream_rows = false;    // the streaming GEMV where it applies (CudaOptions::gemv_stream)
   CublasLt* lt = nullptr;      // handle, workspace and plan cache
 };
 void run(const GemmParams& p, cudaStream_t stream);
 bool gemv_supports(const GemmParams& p);  // whether run() takes the small-m kernel for these parameters
+// The streaming GEMV (ops/gemv_stream.cu): needs gemv_supports(p) and !p.swiglu.
+void run_gemv_stream(const GemmParams& p, cudaStream_t stream);
 
 // out[:, i] = x[:, i] @ w[i]^T for each i < batch, one strided-batched cuBLASLt call.
 struct BatchedGemmParams {

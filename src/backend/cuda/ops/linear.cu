@@ -224,6 +224,7 @@ bool gemv_supports(const GemmParams& p) {
 // swiglu needs gemv_supports(p): the caller checks (CudaOps::linear_silu_mul).
 void run(const GemmParams& p, cudaStream_t stream) {
   if (p.m == 0 || p.n == 0) return;
+  if (gemv_supports(p) && p.stream_rows && !p.swiglu) return run_gemv_stream(p, stream);
   if (gemv_supports(p)) {
     const int warps_per_row = gemv_warps_per_row(p);
     if (p.swiglu)
