@@ -750,7 +750,8 @@ void add_options(CLI::App& app, Options& o) {
                  "a profiler started with collection off sees the first timed prefill step instead of the decode steps");
   app.add_option("--moe-kernels", o.moe_kernels, "MoE shapes: batch-1 forward-only graph rows with the one-token experts on and off");
   app.add_option("--ablate", o.ablate,
-                 "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue and the GEMV's split rule each switched");
+                 "batch-1 forward-only graph rows with PDL, the SwiGLU GEMV epilogue, the GEMV's split rule and the "
+                 "streaming GEMV each switched");
   app.add_option("--omit-families", o.omit_families,
                  "graph rows of each --batch, each without one op family (attention, norms, ...): what it costs in the step");
   app.add_option("--roofline-only", o.roofline_only, "only the ceilings and the per-op table; no models");
