@@ -1,6 +1,7 @@
 // drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored), at decode
 // batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of the CUDA backend:
-// one token read directly or grouped (CudaOptions::moe_one_token_kernels). Each row: microseconds per layer (a CUDA
+// one token read directly or grouped (CudaOptions::moe_one_token_kernels); from 128 tokens also with the prefill
+// tiles on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per layer (a CUDA
 // graph of back-to-back calls over several layers' experts, so that launch costs are what a decode step's graph
 // pays and the weights come from DRAM), the expert bytes the choices reach over that time against the copy
 // bandwidth measured in the same run, the products' FLOPs over that time against the bf16 matrix rate (what bounds
@@ -94,11 +95,11 @@ double time_calls(backend::CudaOps& ops, const std::vector<backend::MoeExpertsPa
 }
 
 struct KernelChoice {
-  bool one_token;
+  bool one_token, wgmma;
   const char* label;
 };
 
-constexpr KernelChoice kChoices[] = {{false, "grouped"}, {true, "one token"}};
+constexpr KernelChoice kChoices[] = {{false, false, "grouped"}, {true, false, "one token"}, {false, true, "grouped, wgmma"}};
 
 // The rows of one geometry and batch size.
 std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vector<LayerExperts>& layers, int64_t batch,
@@ -129,7 +130,9 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
   std::vector<float> first;
   for (const KernelChoice& k : kChoices) {
     if (k.one_token && batch != 1) continue;
+    if (k.wgmma && batch < 128) continue;  // fewer tokens an expert than a prefill tile's: the same kernels
     ops.set_moe_one_token_kernels(k.one_token);
+    ops.set_moe_wgmma(k.wgmma);
     const double us = time_calls(ops, params, 48);
     ops.moe_experts(params[0]);
     const std::vector<float> got = read_bf16(ops, out.view);
@@ -142,6 +145,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
                 static_cast<long long>(batch), k.label, us, 100.0 * rate / ceil.bandwidth, 100.0 * flop_rate / ceil.bf16_rate);
   }
   ops.set_moe_one_token_kernels(true);
+  ops.set_moe_wgmma(false);
   return rows;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "op_test_util.h"
 #include "weights/mxfp4.h"
@@ -155,19 +156,23 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
       {"batch 1, GPT-OSS's hidden 2880 (a half step of 16-byte lanes), ffn 192", 1, 2880, 192, 8, 4, 8, true, 7.0f},
       {"5 tokens, hidden 2880, ffn 192", 5, 2880, 192, 8, 4, 8, true, 7.0f},
       {"batch 1, gate rows first, hidden 2880, ffn 320", 1, 2880, 320, 8, 4, 8, false, 7.0f},
+      {"prefill at hidden 2880, ffn 192 (full and part-full tiles)", 200, 2880, 192, 8, 4, 8, true, 7.0f},
   };
-  // Every case with one token read directly and grouped as larger batches are.
+  // Every case with one token read directly and grouped as larger batches are, and with prefill tiles on
+  // wgmma (CudaOptions::moe_wgmma).
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
-  for (const bool one_token : {true, false}) {
+  for (const auto& [one_token, wgmma] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
     cuda->set_moe_one_token_kernels(one_token);
+    cuda->set_moe_wgmma(wgmma);
     for (const ExpertsCase& c : cases) {
-      SCOPED_TRACE(fmt::format("{} (one-token kernels {})", c.name, one_token));
+      SCOPED_TRACE(fmt::format("{} (one-token kernels {}, wgmma {})", c.name, one_token, wgmma));
       expect_experts_match(c);
       if (HasFailure()) break;
     }
   }
   cuda->set_moe_one_token_kernels(true);
+  cuda->set_moe_wgmma(false);
 }
 
 // bf16 experts (DeepSeek): the CPU runs the same bf16-exact weights in fp32.
@@ -192,13 +197,16 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
   struct Choice {
-    bool tensor_cores, one_token;
+    bool tensor_cores, one_token, wgmma;
     const char* label;
   };
-  for (const Choice& k : {Choice{true, true, "tensor cores where the widths allow"},
-                          Choice{true, false, "tensor cores, one token grouped"}, Choice{false, true, "CUDA cores"}}) {
+  for (const Choice& k : {Choice{true, true, false, "tensor cores where the widths allow"},
+                          Choice{true, false, false, "tensor cores, one token grouped"},
+                          Choice{true, true, true, "tensor cores, prefill tiles on wgmma"},
+                          Choice{false, true, false, "CUDA cores"}}) {
     cuda->set_moe_tensor_cores(k.tensor_cores);
     cuda->set_moe_one_token_kernels(k.one_token);
+    cuda->set_moe_wgmma(k.wgmma);
     for (const ExpertsCase& c : cases) {
       SCOPED_TRACE(fmt::format("{} ({})", c.name, k.label));
       expect_bf16_experts_match(c);
@@ -207,6 +215,7 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   }
   cuda->set_moe_tensor_cores(true);
   cuda->set_moe_one_token_kernels(true);
+  cuda->set_moe_wgmma(false);
 }
 
 ExpertsInputs CudaMoeTest::random_inputs(const ExpertsCase& c) {

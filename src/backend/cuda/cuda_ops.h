@@ -62,6 +62,9 @@ struct CudaOptions {
   // Routed experts at one token: each choice read directly, the input row from shared memory (else
   // grouped as for larger batches).
   bool moe_one_token_kernels = true;
+  // Routed experts' 64-token tiles (prefill) on Hopper's warpgroup MMA (wgmma, B from shared memory) instead
+  // of mma.sync. Off until measured on a GPU (drift_bench_moe times both).
+  bool moe_wgmma = false;
   // cuBLASLt products of at most this many rows time the heuristic's best few algorithms on their first
   // call and keep the fastest (0: the heuristic's first pick everywhere).
   int64_t gemm_autotune_max_rows = 256;
@@ -169,6 +172,7 @@ class CudaOps final : public Ops {
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
+  void set_moe_wgmma(bool on) { options_.moe_wgmma = on; }
   void set_omitted_families(uint32_t families) { options_.omitted_families = families; }
 
  private:

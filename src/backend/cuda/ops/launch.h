@@ -198,6 +198,8 @@ struct MoeExpertsArgs {
   float swiglu_limit = 0.0f, swiglu_alpha = 1.702f;
   // One token without grouping, its input row in shared memory (CudaOptions::moe_one_token_kernels).
   bool one_token_kernels = true;
+  // Prefill-sized tiles on wgmma (CudaOptions::moe_wgmma).
+  bool wgmma = false;
 };
 // Scratch of either format's launch for up to max_tokens tokens (ops/moe_workspace.h's layout).
 size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);

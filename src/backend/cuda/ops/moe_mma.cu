@@ -16,6 +16,7 @@
 #include "backend/cuda/kernels/mma.cuh"
 #include "backend/cuda/kernels/moe_operands.cuh"
 #include "backend/cuda/kernels/pdl.cuh"
+#include "backend/cuda/kernels/wgmma.cuh"
 #include "backend/cuda/ops/moe_workspace.h"
 #include "backend/cuda/runtime/check.h"
 #include "backend/cuda/runtime/smem.h"
@@ -30,6 +31,15 @@ constexpr int kStep = int(kMoeWidthStep);  // k values per step of the narrow fo
 constexpr int kMaxOneTokenWidth = 16384;
 
 enum class Product { kGateUp, kDown };
+
+// Where value v (0..63) of a step goes in the wgmma kernels' input order: the order in which the formats'
+// lanes hand the mma their k positions (kernels/moe_operands.cuh): chunk c's k = 2q, 2q + 1 are values
+// 16q + c, 16q + c + 4, and k = 2q + 8, 2q + 9 values 16q + 8 + c, 16q + 12 + c. With the inputs stored so,
+// chunk c's 16 k values are 32 contiguous bytes, which a wgmma reads from shared memory as they are.
+__host__ __device__ constexpr int wgmma_position(int v) {
+  const int q = v / 16, r = v % 16;
+  return (r % 4) * 16 + 2 * q + (r % 8) / 4 + 8 * (r / 8);
+}
 
 // Sums the CTA's kSplitK warps' accumulators into warp 0's (the others return false).
 template <int kMTiles, int kNTiles>
@@ -124,7 +134,9 @@ __device__ __forceinline__ const bf16* input_row(const MoeExpertsArgs& p, const 
 
 // Accumulator i of (m, n): row h = i / 2 (g or g + 8), token n * 8 + 2q + i % 2. Gate/up: bias, activation,
 // into `act` by place; down: bias, into `expert_out` by pair.
-template <Product kProduct, int kMTiles, int kNTiles>
+// kPermutedAct: activations go to their features' places in wgmma_position order (the wgmma kernels' input
+// order).
+template <Product kProduct, int kMTiles, int kNTiles, bool kPermutedAct = false>
 __device__ __forceinline__ void write_outputs(const MoeExpertsArgs& p, const MoeWorkspace& w, const Tile& tile,
                                               const int (&row)[kMTiles][2], int first_mtile, int num_mtiles, int g, int q,
                                               const float (&acc)[kMTiles][kNTiles][4]) {
@@ -145,7 +157,9 @@ __device__ __forceinline__ void write_outputs(const MoeExpertsArgs& p, const Moe
         const float* a = acc[m][n];
         if (kGateUp) {
           const float v = swiglu(a[i] + b0, a[2 + i] + b1, p.swiglu_limit, p.swiglu_alpha);
-          w.act[int64_t(tile.start + place) * p.ffn + (first_mtile + m) * 8 + g] = __float2bfloat16(v);
+          const int feature = (first_mtile + m) * 8 + g;
+          const int at = kPermutedAct ? feature - feature % kStep + wgmma_position(feature % kStep) : feature;
+          w.act[int64_t(tile.start + place) * p.ffn + at] = __float2bfloat16(v);
         } else {
           bf16* y = w.expert_out + int64_t(tile.pair(w, place)) * p.hidden;
           y[row[m][0]] = __float2bfloat16(a[i] + b0);
@@ -375,6 +389,181 @@ __global__ void __launch_bounds__(128) moe_staged_kernel(typename Format::Params
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
+// Prefill tiles on Hopper's warpgroup MMA (CudaOptions::moe_wgmma): the staged kernel's CTA (128 weight
+// rows, a 64-token tile, kStages steps of cp.async) with the products as wgmma m64n64k16: the four warps' A
+// fragments (the same registers the mma.sync kernel decodes: MXFP4 codes times their scales, or bf16 pairs)
+// make one 64-row operand, and the tile's inputs are read by the tensor cores from shared memory, where the
+// mma.sync kernel loaded and re-paired them per n-tile and warp. The inputs therefore sit in the order the
+// lanes hand out k (wgmma_position) in 128-byte-swizzled rows: x permuted once into the workspace
+// (`expert_out`, free until the down product writes it), the activations written so by the gate/up product.
+// Warp w holds m-tiles w and 4 + w of the CTA's eight (rows 16 w.. and 64 + 16 w..).
+constexpr int kWgmmaInputBytes = kStagedTokens * kStep * 2;  // one step of a 64-token tile: 8 KB
+
+template <class Format>
+constexpr int wgmma_stage_bytes() {
+  return kWgmmaInputBytes + kStagedRows * Format::kStagedRowBytes;
+}
+
+template <class Format>
+size_t wgmma_smem_bytes(int k) {
+  // + 1 KB to align the stages to the swizzle's 1024-byte atoms
+  return size_t(kStages) * wgmma_stage_bytes<Format>() + (Format::kScaled ? kStagedRows * (k / 32) : 0) + 1024;
+}
+
+// x rows in wgmma_position order, 8 values a thread. grid: ceil(num_tokens * hidden / 8 / 256); block: 256.
+__global__ void __launch_bounds__(256) permute_inputs_kernel(const bf16* x, bf16* out, int64_t units, int hidden) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t unit = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= units) return;
+  const int64_t first = unit * 8;
+  const uint4 raw = load16(x + first);
+  const uint32_t* xw = reinterpret_cast<const uint32_t*>(&raw);
+  const int v0 = int(first % hidden) % kStep;
+  uint32_t* step = reinterpret_cast<uint32_t*>(out + (first - v0));
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {  // values v0 + c and v0 + c + 4: one pair of the same chunk
+    const uint32_t lo = xw[c / 2], hi = xw[2 + c / 2];
+    step[wgmma_position(v0 + c) / 2] = c % 2 == 1 ? pair_halves<true>(lo, hi) : pair_halves<false>(lo, hi);
+  }
+}
+
+// This thread's four 16-byte units of a step's input tile: units t, t + 128, ... of the 64 rows x 8 units.
+struct WgmmaInputs {
+  const bf16* row[4];  // the row's inputs, or null past the tile's pairs
+};
+
+template <Product kProduct>
+__device__ __forceinline__ WgmmaInputs wgmma_inputs(const MoeExpertsArgs& p, const MoeWorkspace& w, const Tile& tile) {
+  WgmmaInputs in;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int place = (int(threadIdx.x) + 128 * i) / 8;
+    if (kProduct == Product::kDown) {
+      in.row[i] = input_row<kProduct>(p, w, tile, place);
+    } else {  // the permuted copy of x, in expert_out
+      in.row[i] = place < tile.count ? w.expert_out + int64_t(tile.pair(w, place) / p.top_k) * p.hidden : nullptr;
+    }
+  }
+  return in;
+}
+
+template <class Format>
+__device__ __forceinline__ void wgmma_stage_step(const StagedCopies<Format>& copies, const WgmmaInputs& in, const void* any,
+                                                 int step, uint8_t* stage) {
+  uint8_t* weights = stage + kWgmmaInputBytes;
+#pragma unroll
+  for (int i = 0; i < StagedCopies<Format>::kPieces; ++i)
+    cp_async16(weights + copies.to[i], copies.from[i] + int64_t(step) * Format::kStepBytes, true);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int unit = (int(threadIdx.x) + 128 * i) % 8, place = (int(threadIdx.x) + 128 * i) / 8;
+    const bool real = in.row[i] != nullptr;
+    cp_async16(stage + swizzled_unit(place, unit), real ? in.row[i] + step * kStep + unit * 8 : any, real);
+  }
+}
+
+// One step's products: each warp decodes its two m-tiles' A fragments for the step's four k16 chunks, then
+// the warpgroup issues 8 wgmmas (2 halves x 4 chunks) over the stage's input tile and waits for them.
+template <class Format>
+__device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* scales, int scales_per_row, int step,
+                                           int warp, int g, int q, float (&acc)[2][32]) {
+  uint32_t a[2][4][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    typename Format::Lane lane;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rho = (m * 4 + warp) * 16 + g + 8 * h;
+      Format::template load<false>(stage + kWgmmaInputBytes + rho * Format::kStagedRowBytes,
+                                   Format::kScaled ? scales + rho * scales_per_row + step * 2 : nullptr, q, h, lane);
+    }
+    Format::template a_fragment<0, 0>(lane, a[m][0]);
+    Format::template a_fragment<1, 0>(lane, a[m][1]);
+    Format::template a_fragment<2, 0>(lane, a[m][2]);
+    Format::template a_fragment<3, 0>(lane, a[m][3]);
+  }
+  const uint32_t inputs = smem_addr(stage);
+  wgmma_fence();
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
+#pragma unroll
+    for (int m = 0; m < 2; ++m) wgmma_m64n64k16(acc[m], a[m][c], kmajor_sw128_desc(inputs + 32 * c));
+  wgmma_commit();
+  wgmma_wait<0>();
+}
+
+// grid: (ceil(m-tiles / 8), max tiles); block: 128 threads (one warpgroup); dynamic shared memory:
+// wgmma_smem_bytes(k). Tiles of 64 pairs.
+template <class Format, Product kProduct>
+__global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params p, MoeWorkspace w) {
+  constexpr bool kGateUp = kProduct == Product::kGateUp;
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  pdl_launch_dependents();
+  pdl_wait();
+  if (int32_t(blockIdx.y) >= *w.num_tiles) return;
+  const Tile tile = grouped_tile(w, int(blockIdx.y));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16;
+  if (int(blockIdx.x) * 8 >= num_mtiles) return;  // the whole CTA, before any barrier
+
+  uint8_t* smem = smem_raw + ((1024 - smem_addr(smem_raw) % 1024) % 1024);
+  const int k = kGateUp ? p.hidden : p.ffn, rows = kGateUp ? 2 * p.ffn : p.hidden, steps = k / kStep;
+  const int64_t expert_row = int64_t(tile.expert) * rows + staged_row<kProduct>(p, int(blockIdx.x), int(threadIdx.x));
+  const StagedCopies<Format> copies = staged_copies<Format, kProduct>(p, tile.expert);
+  const WgmmaInputs inputs = wgmma_inputs<kProduct>(p, w, tile);
+  uint8_t* scales = smem + kStages * wgmma_stage_bytes<Format>();
+  if constexpr (Format::kScaled) load_scales(Format::scales(p, kGateUp) + expert_row * (k / 32), k / 32, scales);
+  auto stage = [&](int s) { return smem + (s % kStages) * wgmma_stage_bytes<Format>(); };
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) wgmma_stage_step<Format>(copies, inputs, p.x, s, stage(s));
+    cp_async_commit();
+  }
+  float acc[2][32] = {};
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kStages - 2>();
+    fence_proxy_async_shared();  // the copies are seen by the wgmmas' reads of shared memory
+    __syncthreads();             // step s is in, and every wgmma of the stage refilled below has completed
+    if (s + kStages - 1 < steps) wgmma_stage_step<Format>(copies, inputs, p.x, s + kStages - 1, stage(s + kStages - 1));
+    cp_async_commit();
+    wgmma_step<Format>(stage(s), scales, k / 32, s, warp, g, q, acc);
+  }
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int mtile = int(blockIdx.x) * 8 + m * 4 + warp;
+    if (mtile >= num_mtiles) continue;
+    float frag[1][8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) frag[0][j][i] = acc[m][4 * j + i];
+    int row[1][2];
+    warp_rows<kProduct, 1>(p, mtile, num_mtiles, g, row);
+    write_outputs<kProduct, 1, 8, true>(p, w, tile, row, mtile, num_mtiles, g, q, frag);
+  }
+}
+
+template <class Format, Product kProduct>
+void launch_wgmma(const typename Format::Params& p, const MoeWorkspace& w, unsigned tiles, cudaStream_t stream) {
+  const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
+  const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
+  const size_t smem = wgmma_smem_bytes<Format>(k);
+  allow_dynamic_smem<moe_wgmma_kernel<Format, kProduct>>(smem);
+  launch(moe_wgmma_kernel<Format, kProduct>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream, p, w);
+}
+
+// Align, x permuted into expert_out, gate/up, down, combine.
+template <class Format>
+void run_wgmma_products(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
+  const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kStagedTokens));
+  run_moe_align(moe_pairs(p), w, kStagedTokens, stream);
+  const int64_t units = p.num_tokens * p.hidden / 8;
+  launch(permute_inputs_kernel, unsigned(ceil_div(units, 256)), 256, 0, stream, p.x, w.expert_out, units, p.hidden);
+  launch_wgmma<Format, Product::kGateUp>(p, w, tiles, stream);
+  launch_wgmma<Format, Product::kDown>(p, w, tiles, stream);
+  run_moe_combine(moe_pairs(p), w, stream);
+}
+
 // One decode configuration: how many m-tiles and n-tiles a warp holds, and how many steps' loads it issues
 // together. One token (kOneToken): a CTA row per choice, no grouping, its inputs from shared memory.
 template <class Format, int kMTiles, int kNTiles, int kUnroll, bool kOneToken>
@@ -436,6 +625,8 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
     run_staged_products<Staged, 16>(p, w, stream);
   else if (per_expert <= 12)
     run_products<Decode, 1, 2, kUnroll2, false>(p, w, stream);
+  else if (p.wgmma)
+    run_wgmma_products<Staged>(p, w, stream);
   else
     run_staged_products<Staged, kStagedTokens>(p, w, stream);
 }
