@@ -41,6 +41,24 @@ __host__ __device__ constexpr int wgmma_position(int v) {
   return (r % 4) * 16 + 2 * q + (r % 8) / 4 + 8 * (r / 8);
 }
 
+// Every position taken once, and each lane's values where its k positions are (checked when compiling).
+constexpr bool wgmma_positions_match_the_lanes() {
+  bool taken[64] = {};
+  for (int v = 0; v < 64; ++v) {
+    const int at = wgmma_position(v);
+    if (at < 0 || at >= 64 || taken[at]) return false;
+    taken[at] = true;
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int q = 0; q < 4; ++q)
+      for (int e = 0; e < 2; ++e)
+        if (wgmma_position(16 * q + c + 4 * e) != 16 * c + 2 * q + e ||
+            wgmma_position(16 * q + 8 + c + 4 * e) != 16 * c + 2 * q + 8 + e)
+          return false;
+  return true;
+}
+static_assert(wgmma_positions_match_the_lanes());
+
 // Sums the CTA's kSplitK warps' accumulators into warp 0's (the others return false).
 template <int kMTiles, int kNTiles>
 __device__ __forceinline__ bool reduce_split_k(float (&acc)[kMTiles][kNTiles][4], float* scratch) {
