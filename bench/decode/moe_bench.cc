@@ -1,12 +1,12 @@
 // drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored), at decode
 // batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of the CUDA backend:
-// one token read directly or grouped (CudaOptions::moe_one_token_kernels); from 128 tokens also with the prefill
-// tiles on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per layer (a CUDA
-// graph of back-to-back calls over several layers' experts, so that launch costs are what a decode step's graph
-// pays and the weights come from DRAM), the expert bytes the choices reach over that time against the copy
-// bandwidth measured in the same run, the products' FLOPs over that time against the bf16 matrix rate (what bounds
-// prefill-sized batches), and the relative difference of the output from the first choice's (the op tests hold each
-// to the CPU oracle).
+// one token read directly or grouped (CudaOptions::moe_one_token_kernels); where the pairs take staged tiles
+// (more than 4 an expert) also with those tiles on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per
+// layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a decode
+// step's graph pays and the weights come from DRAM), the expert bytes the choices reach over that time against
+// the copy bandwidth measured in the same run, the products' FLOPs over that time against the bf16 matrix rate
+// (what bounds prefill-sized batches), and the relative difference of the output from the first choice's (the op
+// tests hold each to the CPU oracle).
 //
 // Choices are drawn at random (top-4 distinct experts per token, as a router spreading load evenly would);
 // codes are random bytes, scales 2^-7, biases random bf16.
@@ -130,7 +130,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
   std::vector<float> first;
   for (const KernelChoice& k : kChoices) {
     if (k.one_token && batch != 1) continue;
-    if (k.wgmma && batch < 128) continue;  // fewer tokens an expert than a prefill tile's: the same kernels
+    if (k.wgmma && batch * g.top_k <= 4 * g.experts) continue;  // up to 4 pairs an expert: no staged tiles
     ops.set_moe_one_token_kernels(k.one_token);
     ops.set_moe_wgmma(k.wgmma);
     const double us = time_calls(ops, params, 48);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The switches left off until a GPU measures them, in one call: CudaOptions::gemv_stream (ops/gemv_stream.cu)
-# and CudaOptions::moe_wgmma (ops/moe_mma.cu's wgmma prefill tiles). First their tests (linear_test runs every
+# and CudaOptions::moe_wgmma (ops/moe_mma.cu's staged expert tiles on wgmma). First their tests (linear_test runs every
 # case through both GEMVs, moe_test every expert case with wgmma on and off, against the CPU), then:
-#   drift_bench_moe --batch 512 4096      GPT-OSS-20B's experts, grouped on mma.sync and on wgmma
+#   drift_bench_moe --batch 64 512 4096   GPT-OSS-20B's experts, staged tiles on mma.sync and on wgmma
 #   drift_bench_decode --ablate           batch-1 forward steps with the streaming GEMV off and on (last row)
-#   drift_bench_decode --moe-wgmma        GPT-OSS-20B prefill 512 and 4096 with each expert kernel
+#   drift_bench_decode --moe-wgmma        GPT-OSS-20B 64-way decode, prefill 512 and 4096 with each kernel
 #   bash tools/gpu/switch_checks.sh [shape ...]   (the run tool: carry [".gpu-sysroot.tar.xz"]); logs in $OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +25,7 @@ for shape in "$@"; do
   echo "$shape rc=$?"; grep -E "forward, graph" "$OUT/ablate_$shape.md" | head -8
 done
 for wgmma in false true; do
-  timeout 150 build-gpu/bench/decode/drift_bench_decode --model gpt-oss-20b --batch 1 --prefill 512 4096 --moe-wgmma $wgmma \
+  timeout 150 build-gpu/bench/decode/drift_bench_decode --model gpt-oss-20b --batch 64 --prefill 512 4096 --moe-wgmma $wgmma \
     --eager false --forward-only false --markdown "$OUT/prefill_$wgmma.md" > "$OUT/prefill_$wgmma.log" 2>&1
-  echo "gpt-oss-20b prefill, wgmma $wgmma rc=$?"; grep -E "prefill" "$OUT/prefill_$wgmma.md"
+  echo "gpt-oss-20b, wgmma $wgmma rc=$?"; grep -E "prefill|b=64" "$OUT/prefill_$wgmma.md"
 done

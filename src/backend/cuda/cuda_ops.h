@@ -62,8 +62,9 @@ struct CudaOptions {
   // Routed experts at one token: each choice read directly, the input row from shared memory (else
   // grouped as for larger batches).
   bool moe_one_token_kernels = true;
-  // Routed experts' 64-token tiles (prefill) on Hopper's warpgroup MMA (wgmma, B from shared memory) instead
-  // of mma.sync. Off until measured on a GPU (drift_bench_moe times both).
+  // Routed experts' staged tiles (64 tokens in prefill, 16 in MXFP4 decode of 5-12 pairs an expert) on
+  // Hopper's warpgroup MMA (wgmma, the inputs from shared memory) instead of mma.sync. Off until measured on a
+  // GPU (drift_bench_moe times both).
   bool moe_wgmma = false;
   // cuBLASLt products of at most this many rows time the heuristic's best few algorithms on their first
   // call and keep the fastest (0: the heuristic's first pick everywhere).

@@ -407,25 +407,30 @@ __global__ void __launch_bounds__(128) moe_staged_kernel(typename Format::Params
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
-// Prefill tiles on Hopper's warpgroup MMA (CudaOptions::moe_wgmma): the staged kernel's CTA (128 weight
-// rows, a 64-token tile, kStages steps of cp.async) with the products as wgmma m64n64k16: the four warps' A
+// Staged tiles on Hopper's warpgroup MMA (CudaOptions::moe_wgmma): the staged kernel's CTA (128 weight rows,
+// a tile of 64 tokens, or 16 in MXFP4 decode, kStages steps of cp.async) with the products as wgmma m64nNk16
+// (N the tile's tokens): the four warps' A
 // fragments (the same registers the mma.sync kernel decodes: MXFP4 codes times their scales, or bf16 pairs)
 // make one 64-row operand, and the tile's inputs are read by the tensor cores from shared memory, where the
 // mma.sync kernel loaded and re-paired them per n-tile and warp. The inputs therefore sit in the order the
 // lanes hand out k (wgmma_position) in 128-byte-swizzled rows: x permuted once into the workspace
 // (`expert_out`, free until the down product writes it), the activations written so by the gate/up product.
 // Warp w holds m-tiles w and 4 + w of the CTA's eight (rows 16 w.. and 64 + 16 w..).
-constexpr int kWgmmaInputBytes = kStagedTokens * kStep * 2;  // one step of a 64-token tile: 8 KB
-
-template <class Format>
-constexpr int wgmma_stage_bytes() {
-  return kWgmmaInputBytes + kStagedRows * Format::kStagedRowBytes;
+// One step of a tile's inputs: 128 bytes a token (2 KB for 16 tokens, 8 KB for 64: whole 1024-byte atoms).
+template <int kTokens>
+constexpr int wgmma_input_bytes() {
+  return kTokens * kStep * 2;
 }
 
-template <class Format>
+template <class Format, int kTokens>
+constexpr int wgmma_stage_bytes() {
+  return wgmma_input_bytes<kTokens>() + kStagedRows * Format::kStagedRowBytes;
+}
+
+template <class Format, int kTokens>
 size_t wgmma_smem_bytes(int k) {
   // + 1 KB to align the stages to the swizzle's 1024-byte atoms
-  return size_t(kStages) * wgmma_stage_bytes<Format>() + (Format::kScaled ? kStagedRows * (k / 32) : 0) + 1024;
+  return size_t(kStages) * wgmma_stage_bytes<Format, kTokens>() + (Format::kScaled ? kStagedRows * (k / 32) : 0) + 1024;
 }
 
 // x rows in wgmma_position order, 8 values a thread. grid: ceil(num_tokens * hidden / 8 / 256); block: 256.
@@ -446,16 +451,19 @@ __global__ void __launch_bounds__(256) permute_inputs_kernel(const bf16* x, bf16
   }
 }
 
-// This thread's four 16-byte units of a step's input tile: units t, t + 128, ... of the 64 rows x 8 units.
+// This thread's 16-byte units of a step's input tile: units t, t + 128, ... of the kTokens rows x 8 units.
+template <int kTokens>
 struct WgmmaInputs {
-  const bf16* row[4];  // the row's inputs, or null past the tile's pairs
+  static constexpr int kUnits = kTokens / 16;
+  const bf16* row[kUnits];  // the row's inputs, or null past the tile's pairs
 };
 
-template <Product kProduct>
-__device__ __forceinline__ WgmmaInputs wgmma_inputs(const MoeExpertsArgs& p, const MoeWorkspace& w, const Tile& tile) {
-  WgmmaInputs in;
+template <Product kProduct, int kTokens>
+__device__ __forceinline__ WgmmaInputs<kTokens> wgmma_inputs(const MoeExpertsArgs& p, const MoeWorkspace& w,
+                                                             const Tile& tile) {
+  WgmmaInputs<kTokens> in;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < WgmmaInputs<kTokens>::kUnits; ++i) {
     const int place = (int(threadIdx.x) + 128 * i) / 8;
     if (kProduct == Product::kDown) {
       in.row[i] = input_row<kProduct>(p, w, tile, place);
@@ -466,15 +474,15 @@ __device__ __forceinline__ WgmmaInputs wgmma_inputs(const MoeExpertsArgs& p, con
   return in;
 }
 
-template <class Format>
-__device__ __forceinline__ void wgmma_stage_step(const StagedCopies<Format>& copies, const WgmmaInputs& in, const void* any,
-                                                 int step, uint8_t* stage) {
-  uint8_t* weights = stage + kWgmmaInputBytes;
+template <class Format, int kTokens>
+__device__ __forceinline__ void wgmma_stage_step(const StagedCopies<Format>& copies, const WgmmaInputs<kTokens>& in,
+                                                 const void* any, int step, uint8_t* stage) {
+  uint8_t* weights = stage + wgmma_input_bytes<kTokens>();
 #pragma unroll
   for (int i = 0; i < StagedCopies<Format>::kPieces; ++i)
     cp_async16(weights + copies.to[i], copies.from[i] + int64_t(step) * Format::kStepBytes, true);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < WgmmaInputs<kTokens>::kUnits; ++i) {
     const int unit = (int(threadIdx.x) + 128 * i) % 8, place = (int(threadIdx.x) + 128 * i) / 8;
     const bool real = in.row[i] != nullptr;
     cp_async16(stage + swizzled_unit(place, unit), real ? in.row[i] + step * kStep + unit * 8 : any, real);
@@ -483,9 +491,9 @@ __device__ __forceinline__ void wgmma_stage_step(const StagedCopies<Format>& cop
 
 // One step's products: each warp decodes its two m-tiles' A fragments for the step's four k16 chunks, then
 // the warpgroup issues 8 wgmmas (2 halves x 4 chunks) over the stage's input tile and waits for them.
-template <class Format>
+template <class Format, int kTokens>
 __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* scales, int scales_per_row, int step,
-                                           int warp, int g, int q, float (&acc)[2][32]) {
+                                           int warp, int g, int q, float (&acc)[2][kTokens / 2]) {
   uint32_t a[2][4][4];
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
@@ -493,7 +501,7 @@ __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rho = (m * 4 + warp) * 16 + g + 8 * h;
-      Format::template load<false>(stage + kWgmmaInputBytes + rho * Format::kStagedRowBytes,
+      Format::template load<false>(stage + wgmma_input_bytes<kTokens>() + rho * Format::kStagedRowBytes,
                                    Format::kScaled ? scales + rho * scales_per_row + step * 2 : nullptr, q, h, lane);
     }
     Format::template a_fragment<0, 0>(lane, a[m][0]);
@@ -506,14 +514,14 @@ __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* 
 #pragma unroll
   for (int c = 0; c < 4; ++c)
 #pragma unroll
-    for (int m = 0; m < 2; ++m) wgmma_m64n64k16(acc[m], a[m][c], kmajor_sw128_desc(inputs + 32 * c));
+    for (int m = 0; m < 2; ++m) wgmma_m64nk16<kTokens>(acc[m], a[m][c], kmajor_sw128_desc(inputs + 32 * c));
   wgmma_commit();
   wgmma_wait<0>();
 }
 
 // grid: (ceil(m-tiles / 8), max tiles); block: 128 threads (one warpgroup); dynamic shared memory:
-// wgmma_smem_bytes(k). Tiles of 64 pairs.
-template <class Format, Product kProduct>
+// wgmma_smem_bytes(k). Tiles of kTokens pairs (64 in prefill, 16 in MXFP4 decode of 5-12 pairs an expert).
+template <class Format, Product kProduct, int kTokens>
 __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params p, MoeWorkspace w) {
   constexpr bool kGateUp = kProduct == Product::kGateUp;
   extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -529,56 +537,58 @@ __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params 
   const int k = kGateUp ? p.hidden : p.ffn, rows = kGateUp ? 2 * p.ffn : p.hidden, steps = k / kStep;
   const int64_t expert_row = int64_t(tile.expert) * rows + staged_row<kProduct>(p, int(blockIdx.x), int(threadIdx.x));
   const StagedCopies<Format> copies = staged_copies<Format, kProduct>(p, tile.expert);
-  const WgmmaInputs inputs = wgmma_inputs<kProduct>(p, w, tile);
-  uint8_t* scales = smem + kStages * wgmma_stage_bytes<Format>();
+  const WgmmaInputs<kTokens> inputs = wgmma_inputs<kProduct, kTokens>(p, w, tile);
+  uint8_t* scales = smem + kStages * wgmma_stage_bytes<Format, kTokens>();
   if constexpr (Format::kScaled) load_scales(Format::scales(p, kGateUp) + expert_row * (k / 32), k / 32, scales);
-  auto stage = [&](int s) { return smem + (s % kStages) * wgmma_stage_bytes<Format>(); };
+  auto stage = [&](int s) { return smem + (s % kStages) * wgmma_stage_bytes<Format, kTokens>(); };
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < steps) wgmma_stage_step<Format>(copies, inputs, p.x, s, stage(s));
+    if (s < steps) wgmma_stage_step<Format, kTokens>(copies, inputs, p.x, s, stage(s));
     cp_async_commit();
   }
-  float acc[2][32] = {};
+  float acc[2][kTokens / 2] = {};
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<kStages - 2>();
     fence_proxy_async_shared();  // the copies are seen by the wgmmas' reads of shared memory
     __syncthreads();             // step s is in, and every wgmma of the stage refilled below has completed
-    if (s + kStages - 1 < steps) wgmma_stage_step<Format>(copies, inputs, p.x, s + kStages - 1, stage(s + kStages - 1));
+    if (s + kStages - 1 < steps)
+      wgmma_stage_step<Format, kTokens>(copies, inputs, p.x, s + kStages - 1, stage(s + kStages - 1));
     cp_async_commit();
-    wgmma_step<Format>(stage(s), scales, k / 32, s, warp, g, q, acc);
+    wgmma_step<Format, kTokens>(stage(s), scales, k / 32, s, warp, g, q, acc);
   }
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
     const int mtile = int(blockIdx.x) * 8 + m * 4 + warp;
     if (mtile >= num_mtiles) continue;
-    float frag[1][8][4];
+    float frag[1][kTokens / 8][4];
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < kTokens / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) frag[0][j][i] = acc[m][4 * j + i];
     int row[1][2];
     warp_rows<kProduct, 1>(p, mtile, num_mtiles, g, row);
-    write_outputs<kProduct, 1, 8, true>(p, w, tile, row, mtile, num_mtiles, g, q, frag);
+    write_outputs<kProduct, 1, kTokens / 8, true>(p, w, tile, row, mtile, num_mtiles, g, q, frag);
   }
 }
 
-template <class Format, Product kProduct>
+template <class Format, Product kProduct, int kTokens>
 void launch_wgmma(const typename Format::Params& p, const MoeWorkspace& w, unsigned tiles, cudaStream_t stream) {
   const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
   const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
-  const size_t smem = wgmma_smem_bytes<Format>(k);
-  allow_dynamic_smem<moe_wgmma_kernel<Format, kProduct>>(smem);
-  launch(moe_wgmma_kernel<Format, kProduct>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream, p, w);
+  const size_t smem = wgmma_smem_bytes<Format, kTokens>(k);
+  allow_dynamic_smem<moe_wgmma_kernel<Format, kProduct, kTokens>>(smem);
+  launch(moe_wgmma_kernel<Format, kProduct, kTokens>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream,
+         p, w);
 }
 
 // Align, x permuted into expert_out, gate/up, down, combine.
-template <class Format>
+template <class Format, int kTokens>
 void run_wgmma_products(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
-  const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kStagedTokens));
-  run_moe_align(moe_pairs(p), w, kStagedTokens, stream);
+  const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kTokens));
+  run_moe_align(moe_pairs(p), w, kTokens, stream);
   const int64_t units = p.num_tokens * p.hidden / 8;
   launch(permute_inputs_kernel, unsigned(ceil_div(units, 256)), 256, 0, stream, p.x, w.expert_out, units, p.hidden);
-  launch_wgmma<Format, Product::kGateUp>(p, w, tiles, stream);
-  launch_wgmma<Format, Product::kDown>(p, w, tiles, stream);
+  launch_wgmma<Format, Product::kGateUp, kTokens>(p, w, tiles, stream);
+  launch_wgmma<Format, Product::kDown, kTokens>(p, w, tiles, stream);
   run_moe_combine(moe_pairs(p), w, stream);
 }
 
@@ -639,12 +649,14 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
     run_products<Decode, 1, 1, kUnrollOne, true>(p, w, stream);
   else if (per_expert <= 4)
     run_products<Decode, 1, 1, kUnroll1, false>(p, w, stream);
+  else if (per_expert <= 12 && Decode::kScaled && p.wgmma)
+    run_wgmma_products<Staged, 16>(p, w, stream);
   else if (per_expert <= 12 && Decode::kScaled)
     run_staged_products<Staged, 16>(p, w, stream);
   else if (per_expert <= 12)
     run_products<Decode, 1, 2, kUnroll2, false>(p, w, stream);
   else if (p.wgmma)
-    run_wgmma_products<Staged>(p, w, stream);
+    run_wgmma_products<Staged, kStagedTokens>(p, w, stream);
   else
     run_staged_products<Staged, kStagedTokens>(p, w, stream);
 }
