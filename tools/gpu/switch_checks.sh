@@ -15,8 +15,11 @@ mkdir -p "$OUT"
 configure_build . build-gpu -DDRIFT_TESTS=ON -DDRIFT_BENCH=ON -DDRIFT_PYTHON=OFF || exit 1
 ninja -C build-gpu -j16 cuda_ops_test drift_bench_decode drift_bench_moe > "$OUT/build.log" 2>&1 ||
   { grep -E "error" "$OUT/build.log" | head; exit 1; }
-timeout 240 build-gpu/tests/ops/cuda_ops_test --gtest_filter='Linear*:*Moe*' > "$OUT/ops.log" 2>&1
-echo "linear and moe tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure|wgmma|streaming" "$OUT/ops.log" | head -12
+# Two processes: a fault in one switch's kernels (a bad wgmma descriptor, say) must not hide the other's result.
+for suite in 'Linear*' '*Moe*'; do
+  timeout 240 build-gpu/tests/ops/cuda_ops_test --gtest_filter="$suite" > "$OUT/ops_${suite//\*/}.log" 2>&1
+  echo "$suite rc=$?"; grep -E "^\[  (PASSED|FAILED) |Failure|wgmma|streaming" "$OUT/ops_${suite//\*/}.log" | head -8
+done
 timeout 120 build-gpu/bench/decode/drift_bench_moe --batch 64 512 4096 > "$OUT/moe.log" 2>&1
 echo "drift_bench_moe rc=$?"; grep -E "^\| gpt" "$OUT/moe.log"
 for shape in "$@"; do
