@@ -32,3 +32,11 @@ for wgmma in false true; do
     --eager false --forward-only false --markdown "$OUT/prefill_$wgmma.md" > "$OUT/prefill_$wgmma.log" 2>&1
   echo "gpt-oss-20b, wgmma $wgmma rc=$?"; grep -E "prefill|b=64" "$OUT/prefill_$wgmma.md"
 done
+# The fifteenth session's 1B 64-way row (32.6k tok/s, run with --prefill 512 4096) against the thirteenth's
+# (38.9k, --prefill 512): the same bench with prefill 512 alone, then with both.
+for prefills in "512" "512 4096"; do
+  # shellcheck disable=SC2086
+  timeout 100 build-gpu/bench/decode/drift_bench_decode --model llama-3.2-1b --batch 64 --prefill $prefills --eager false \
+    --forward-only false --markdown "$OUT/b64.md" > "$OUT/b64.log" 2>&1
+  echo "1B, prefills $prefills rc=$?"; grep -E "b=64" "$OUT/b64.md"
+done
