@@ -570,28 +570,6 @@ __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params 
   }
 }
 
-template <class Format, Product kProduct, int kTokens>
-void launch_wgmma(const typename Format::Params& p, const MoeWorkspace& w, unsigned tiles, cudaStream_t stream) {
-  const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
-  const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
-  const size_t smem = wgmma_smem_bytes<Format, kTokens>(k);
-  allow_dynamic_smem<moe_wgmma_kernel<Format, kProduct, kTokens>>(smem);
-  launch(moe_wgmma_kernel<Format, kProduct, kTokens>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream,
-         p, w);
-}
-
-// Align, x permuted into expert_out, gate/up, down, combine.
-template <class Format, int kTokens>
-void run_wgmma_products(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
-  const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kTokens));
-  run_moe_align(moe_pairs(p), w, kTokens, stream);
-  const int64_t units = p.num_tokens * p.hidden / 8;
-  launch(permute_inputs_kernel, unsigned(ceil_div(units, 256)), 256, 0, stream, p.x, w.expert_out, units, p.hidden);
-  launch_wgmma<Format, Product::kGateUp, kTokens>(p, w, tiles, stream);
-  launch_wgmma<Format, Product::kDown, kTokens>(p, w, tiles, stream);
-  run_moe_combine(moe_pairs(p), w, stream);
-}
-
 // One decode configuration: how many m-tiles and n-tiles a warp holds, and how many steps' loads it issues
 // together. One token (kOneToken): a CTA row per choice, no grouping, its inputs from shared memory.
 template <class Format, int kMTiles, int kNTiles, int kUnroll, bool kOneToken>
@@ -609,23 +587,39 @@ void run_products(const typename Format::Params& p, const MoeWorkspace& w, cudaS
   run_moe_combine(moe_pairs(p), w, stream);
 }
 
-template <class Format, Product kProduct, int kTokens>
+// kWgmma: moe_wgmma_kernel, else moe_staged_kernel (the same grid and parameters).
+template <class Format, Product kProduct, int kTokens, bool kWgmma>
 void launch_staged(const typename Format::Params& p, const MoeWorkspace& w, unsigned tiles, cudaStream_t stream) {
   const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
   const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
-  const size_t smem = staged_smem_bytes<Format, kTokens>(k);
-  allow_dynamic_smem<moe_staged_kernel<Format, kProduct, kTokens>>(smem);
-  launch(moe_staged_kernel<Format, kProduct, kTokens>, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream,
-         p, w);
+  const size_t smem = kWgmma ? wgmma_smem_bytes<Format, kTokens>(k) : staged_smem_bytes<Format, kTokens>(k);
+  constexpr auto kernel =
+      kWgmma ? moe_wgmma_kernel<Format, kProduct, kTokens> : moe_staged_kernel<Format, kProduct, kTokens>;
+  allow_dynamic_smem<kernel>(smem);
+  launch(kernel, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream, p, w);
 }
 
-template <class Format, int kTokens>
-void run_staged_products(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
+// Align, (wgmma: x permuted into expert_out,) gate/up, down, combine.
+template <class Format, int kTokens, bool kWgmma>
+void run_staged_form(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
   const unsigned tiles = unsigned(max_moe_tiles(p.num_tokens * p.top_k, p.num_experts, kTokens));
   run_moe_align(moe_pairs(p), w, kTokens, stream);
-  launch_staged<Format, Product::kGateUp, kTokens>(p, w, tiles, stream);
-  launch_staged<Format, Product::kDown, kTokens>(p, w, tiles, stream);
+  if constexpr (kWgmma) {
+    const int64_t units = p.num_tokens * p.hidden / 8;
+    launch(permute_inputs_kernel, unsigned(ceil_div(units, 256)), 256, 0, stream, p.x, w.expert_out, units, p.hidden);
+  }
+  launch_staged<Format, Product::kGateUp, kTokens, kWgmma>(p, w, tiles, stream);
+  launch_staged<Format, Product::kDown, kTokens, kWgmma>(p, w, tiles, stream);
   run_moe_combine(moe_pairs(p), w, stream);
+}
+
+// Staged tiles of kTokens pairs, on wgmma where CudaOptions::moe_wgmma asks.
+template <class Format, int kTokens>
+void run_staged_products(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
+  if (p.wgmma)
+    run_staged_form<Format, kTokens, true>(p, w, stream);
+  else
+    run_staged_form<Format, kTokens, false>(p, w, stream);
 }
 
 // Few pairs per expert (decode): tiles of 8 tokens (up to 4 per expert on average) or 16 (up to 12), k split
@@ -649,14 +643,10 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
     run_products<Decode, 1, 1, kUnrollOne, true>(p, w, stream);
   else if (per_expert <= 4)
     run_products<Decode, 1, 1, kUnroll1, false>(p, w, stream);
-  else if (per_expert <= 12 && Decode::kScaled && p.wgmma)
-    run_wgmma_products<Staged, 16>(p, w, stream);
   else if (per_expert <= 12 && Decode::kScaled)
     run_staged_products<Staged, 16>(p, w, stream);
   else if (per_expert <= 12)
     run_products<Decode, 1, 2, kUnroll2, false>(p, w, stream);
-  else if (p.wgmma)
-    run_wgmma_products<Staged, kStagedTokens>(p, w, stream);
   else
     run_staged_products<Staged, kStagedTokens>(p, w, stream);
 }
