@@ -6,6 +6,7 @@
 // those bytes over the copy bandwidth measured in the same run (the limit) and limit / time. Issue 17's
 // target is a whole decode step (8B x 64 x 4k) 1.3x faster with FP8 KV than with bf16; this table is where
 // the attention's share of it shows. The two FP8 kernels' outputs are compared (relative L2) as a check.
+// `--max-splits 1 4 16` repeats the bf16 row under each cap on the key splits (where the split rule should stop).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -76,9 +77,11 @@ double per_call_us(backend::CudaOps& ops, F&& op) {
 struct Row {
   int64_t batch = 0, context = 0;
   double bf16_us = 0, fp8_cuda_us = 0, fp8_tensor_us = 0, bf16_bytes = 0, fp8_bytes = 0, fp8_kernels_l2 = 0;
+  std::vector<double> capped_us;  // bf16 under each --max-splits cap
 };
 
-Row measure(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t context, std::mt19937& rng) {
+Row measure(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t context, const std::vector<int>& caps,
+            std::mt19937& rng) {
   Step st = make_step(ops, s, batch, context, rng);
   const float scale = 1.0f / std::sqrt(float(s.head_dim));
   backend::PagedAttentionParams p{.q = st.q.view, .k_cache = st.k16.view, .v_cache = st.v16.view, .out = st.out.view,
@@ -89,6 +92,11 @@ Row measure(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t contex
   r.bf16_bytes = rows * double(s.head_dim * 2) * 2;
   r.fp8_bytes = rows * double(s.head_dim + 4) * 2;
   r.bf16_us = per_call_us(ops, [&] { ops.paged_attention(p); });
+  for (int cap : caps) {
+    ops.set_decode_max_splits(cap);
+    r.capped_us.push_back(per_call_us(ops, [&] { ops.paged_attention(p); }));
+  }
+  ops.set_decode_max_splits(backend::CudaOptions{}.decode_max_splits);
   p.k_cache = st.k8.view;
   p.v_cache = st.v8.view;
   p.k_scale = st.k_scale.view;
@@ -113,12 +121,14 @@ int run(int argc, char** argv) {
   Shape s;
   std::vector<int64_t> batches{64, 64, 16, 1, 1}, contexts{4096, 8192, 4096, 4096, 32768};
   std::string markdown;
+  std::vector<int> caps;
   app.add_option("--batch", batches, "sequences per step, paired with --context");
   app.add_option("--context", contexts, "tokens in each sequence's cache, paired with --batch");
   app.add_option("--heads", s.heads, "query heads");
   app.add_option("--kv-heads", s.kv_heads, "kv heads");
   app.add_option("--head-dim", s.head_dim, "dimensions per head");
   app.add_option("--block-size", s.block_size, "tokens per KV block");
+  app.add_option("--max-splits", caps, "bf16 rows again under each cap on the key splits (CudaOptions::decode_max_splits)");
   app.add_option("--markdown", markdown, "write the table here too");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -135,8 +145,11 @@ int run(int argc, char** argv) {
       prop.name, ceil.bandwidth * 1e-12, s.heads, s.kv_heads, s.head_dim, s.block_size);
   std::string checks;
   for (size_t i = 0; i < batches.size(); ++i) {
-    const Row r = measure(ops, s, batches[i], contexts[i], rng);
+    const Row r = measure(ops, s, batches[i], contexts[i], caps, rng);
     table += table_row(r, "bf16", r.bf16_us, r.bf16_bytes, ceil.bandwidth, r.bf16_us);
+    for (size_t c = 0; c < caps.size(); ++c)
+      table += table_row(r, fmt::format("bf16, at most {} splits", caps[c]).c_str(), r.capped_us[c], r.bf16_bytes,
+                         ceil.bandwidth, r.bf16_us);
     table += table_row(r, "fp8, CUDA cores", r.fp8_cuda_us, r.fp8_bytes, ceil.bandwidth, r.bf16_us);
     table += table_row(r, "fp8, tensor cores", r.fp8_tensor_us, r.fp8_bytes, ceil.bandwidth, r.bf16_us);
     checks += fmt::format("batch {} x context {}: the FP8 kernels' outputs differ by {:.2e} (relative L2)\n", r.batch,

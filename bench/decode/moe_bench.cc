@@ -1,7 +1,7 @@
 // drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored), at decode
 // batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of the CUDA backend:
-// one token read directly or grouped (CudaOptions::moe_one_token_kernels); where the pairs take staged tiles
-// (more than 4 an expert) also with those tiles on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per
+// one token read directly or grouped (CudaOptions::moe_one_token_kernels); where the pairs take prefill tiles
+// (more than 12 an expert) on mma.sync and on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per
 // layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a decode
 // step's graph pays and the weights come from DRAM), the expert bytes the choices reach over that time against
 // the copy bandwidth measured in the same run, the products' FLOPs over that time against the bf16 matrix rate
@@ -130,7 +130,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
   std::vector<float> first;
   for (const KernelChoice& k : kChoices) {
     if (k.one_token && batch != 1) continue;
-    if (k.wgmma && batch * g.top_k <= 4 * g.experts) continue;  // up to 4 pairs an expert: no staged tiles
+    if (k.wgmma && batch * g.top_k <= 12 * g.experts) continue;  // up to 12 pairs an expert: no prefill tiles
     ops.set_moe_one_token_kernels(k.one_token);
     ops.set_moe_wgmma(k.wgmma);
     const double us = time_calls(ops, params, 48);
@@ -145,7 +145,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
                 static_cast<long long>(batch), k.label, us, 100.0 * rate / ceil.bandwidth, 100.0 * flop_rate / ceil.bf16_rate);
   }
   ops.set_moe_one_token_kernels(true);
-  ops.set_moe_wgmma(false);
+  ops.set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
   return rows;
 }
 

@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 
+#include "backend/cuda/ops/launch.h"
 #include "op_test_util.h"
 
 namespace drift::testing {
@@ -130,6 +131,19 @@ TEST_P(AttentionTest, MatchesCpu) {
   EXPECT_EQ(run(*gpu_, true), got) << c.name;
 }
 
+// The split rule's choices, host side (the decode kernels rank counts for each sequence's own keys alike).
+TEST(DecodeSplitRule, WholeWavesAndTheKeysAtHand) {
+  // Llama-3.1-8B at 64 sequences of 576 keys, 512 (token, kv head) pairs on 396 slots: one split runs two
+  // waves, the second a third full; three run four full waves of a third of the keys.
+  EXPECT_EQ(backend::cuda::cheapest_decode_splits(512, 396, 576, 18), 3);
+  // Llama-3.2-1B's 512 pairs on 660 slots fit one wave: one split for 576 keys, though a graph's table
+  // 1024 keys wide ranks five first (four waves of a fifth of the keys).
+  EXPECT_EQ(backend::cuda::cheapest_decode_splits(512, 660, 576, 18), 1);
+  EXPECT_EQ(backend::cuda::cheapest_decode_splits(512, 660, 1024, 32), 5);
+  // Batch 1 over a long context: as many splits as allowed.
+  EXPECT_EQ(backend::cuda::cheapest_decode_splits(8, 660, 32768, 64), 64);
+}
+
 std::vector<SeqSpec> decode_batch(int n, int32_t max_context, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> len(1, max_context);
@@ -176,6 +190,9 @@ INSTANTIATE_TEST_SUITE_P(
         AttentionCase{"decode_wide_table_one_split", 64, 64, 8, 16, {{20, 1}}, 0, true, 256},
         AttentionCase{"decode_wide_table_mixed", 128, 32, 8, 16, {{33, 1}, {700, 1}, {1, 1}, {95, 1}}, 0, false, 256},
         AttentionCase{"sinks_window_wide_table", 64, 64, 8, 16, {{3000, 1}, {40, 1}}, 128, true, 256},
+        // Many sequences in a graph-wide table: the launch's splits are chosen for 4096 keys, each sequence's
+        // CTAs use fewer (one where the batch fills a wave).
+        AttentionCase{"decode_b64_wide_table", 64, 32, 8, 16, decode_batch(64, 600, 4), 0, false, 256},
         // q read in place from fused [q | k | v] rows (row stride (heads + 2 kv_heads) * head_dim).
         AttentionCase{"fused_rows_decode", 64, 32, 8, 16, decode_batch(8, 600, 3), 0, false, 0, 1.0f, 2 * 8 * 64},
         AttentionCase{"fused_rows_prefill", 128, 32, 8, 16, {{300, 37}, {90, 90}, {70, 1}}, 0, false, 0, 1.0f,

@@ -1,8 +1,8 @@
 // linear and batched_linear against the CPU backend (OpenBLAS sgemm on the same bf16-exact inputs).
 // Both accumulate in fp32, so the difference is summation order plus the rounding of a bf16 output:
 // tolerance 5e-3 relative L2 (fp32 logits: 1e-4). Rows 1..4 take the GEMV kernel, more rows cuBLASLt;
-// every small case also runs with the GEMV kernel switched off, under its other split rule and through the
-// streaming GEMV. linear_silu_mul (the stacked gate/up projection with
+// every small case runs through the streaming GEMV (the default), the GEMV of one row group a CTA under
+// each split rule, and with the GEMVs switched off. linear_silu_mul (the stacked gate/up projection with
 // the activation in the GEMV's epilogue) must equal linear then silu_mul exactly, and match the CPU.
 #include <array>
 
@@ -24,10 +24,11 @@ using LinearTest = CudaOpsTest;
 TEST_F(LinearTest, LinearMatchesCpu) {
   auto no_gemv = backend::make_cuda_ops({.small_batch_gemv = false});
   ASSERT_TRUE(no_gemv.ok());
-  auto by_bytes = backend::make_cuda_ops({.gemv_split_by_iterations = false});  // the other split rule
+  // the row-group GEMV's other split rule
+  auto by_bytes = backend::make_cuda_ops({.gemv_split_by_iterations = false, .gemv_stream = false});
   ASSERT_TRUE(by_bytes.ok());
-  auto streaming = backend::make_cuda_ops({.gemv_stream = true});
-  ASSERT_TRUE(streaming.ok());
+  auto row_groups = backend::make_cuda_ops({.gemv_stream = false});  // the other GEMV: one row group a CTA
+  ASSERT_TRUE(row_groups.ok());
   for (const LinearCase& c : {LinearCase{1, 3072, 2048, false, false}, LinearCase{2, 512, 2048, true, false},
                               LinearCase{3, 100, 64, false, false}, LinearCase{4, 1000, 14336, false, false},
                               LinearCase{1, 704, 64, false, true}, LinearCase{3, 704, 64, true, true},
@@ -50,29 +51,33 @@ TEST_F(LinearTest, LinearMatchesCpu) {
     auto g_b = gpu_bf16(b, {c.n});
     const DType out_type = c.out_f32 ? DType::kF32 : DType::kBF16;
     const double tolerance = c.out_f32 ? kGemmF32 : kGemmBf16;
-    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_bytes->get(), streaming->get()}) {
+    for (backend::Ops* ops : {gpu_.get(), no_gemv->get(), by_bytes->get(), row_groups->get()}) {
       auto g_out = gpu_poisoned(out_type, {c.m, c.n});
       gpu_->synchronize();  // inputs and poison were queued on gpu_'s stream
       ops->linear(g_x.view, g_w.view, c.bias ? g_b.view : Tensor(), g_out.view);
       ops->synchronize();
       EXPECT_CLOSE(read_gpu(g_out.view), want, tolerance)
           << "m=" << c.m << " n=" << c.n << " k=" << c.k << " bias=" << c.bias << " f32=" << c.out_f32
-          << (ops == gpu_.get()        ? " (gemv allowed)"
+          << (ops == gpu_.get()        ? " (streaming gemv)"
               : ops == no_gemv->get()  ? " (cuBLASLt)"
-              : ops == by_bytes->get() ? " (gemv split by bytes)"
-                                       : " (streaming gemv)");
+              : ops == by_bytes->get() ? " (row-group gemv split by bytes)"
+                                       : " (row-group gemv)");
     }
   }
 }
 
 TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
-  // Each split rule, fused and not (the defaults: unfused, split by iterations).
+  // The row-group GEMV under each split rule, fused and not, and the default (unfused, the streaming GEMV).
   auto fused = backend::make_cuda_ops({.fuse_swiglu_gemv = true});
+  auto unfused = backend::make_cuda_ops({.fuse_swiglu_gemv = false, .gemv_stream = false});
   auto fused_by_bytes = backend::make_cuda_ops({.fuse_swiglu_gemv = true, .gemv_split_by_iterations = false});
-  auto unfused_by_bytes = backend::make_cuda_ops({.fuse_swiglu_gemv = false, .gemv_split_by_iterations = false});
-  ASSERT_TRUE(fused.ok() && fused_by_bytes.ok() && unfused_by_bytes.ok());
-  backend::Ops* const variants[] = {fused->get(), gpu_.get(), fused_by_bytes->get(), unfused_by_bytes->get()};
-  const char* const names[] = {"fused", "unfused", "fused, split by bytes", "unfused, split by bytes"};
+  auto unfused_by_bytes = backend::make_cuda_ops(
+      {.fuse_swiglu_gemv = false, .gemv_split_by_iterations = false, .gemv_stream = false});
+  ASSERT_TRUE(fused.ok() && unfused.ok() && fused_by_bytes.ok() && unfused_by_bytes.ok());
+  backend::Ops* const variants[] = {fused->get(), unfused->get(), fused_by_bytes->get(), unfused_by_bytes->get(),
+                                    gpu_.get()};
+  const char* const names[] = {"fused", "unfused", "fused, split by bytes", "unfused, split by bytes",
+                               "unfused, streaming"};
   for (auto [m, ffn, k, bias] : {std::array<int64_t, 4>{1, 8192, 2048, 0}, {2, 1000, 64, 1}, {3, 513, 4096, 0},
                                  {4, 2048, 1024, 1}, {1, 7, 14336, 0}, {9, 256, 512, 1}}) {
     const auto x = random_values(m * k), w = random_values(2 * ffn * k, 0.05f), b = random_values(2 * ffn);
@@ -88,7 +93,7 @@ TEST_F(LinearTest, LinearSiluMulMatchesUnfused) {
     auto g_w = gpu_bf16(w, {2 * ffn, k});
     auto g_b = gpu_bf16(b, {2 * ffn});
     std::vector<std::vector<float>> results;
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < 5; ++v) {
       backend::Ops* ops = variants[v];
       auto gate_up = gpu_poisoned(DType::kBF16, {m, 2 * ffn});
       auto act = gpu_poisoned(DType::kBF16, {m, ffn});

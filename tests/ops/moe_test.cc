@@ -172,7 +172,7 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
     }
   }
   cuda->set_moe_one_token_kernels(true);
-  cuda->set_moe_wgmma(false);
+  cuda->set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
 }
 
 // bf16 experts (DeepSeek): the CPU runs the same bf16-exact weights in fp32.
@@ -215,7 +215,7 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   }
   cuda->set_moe_tensor_cores(true);
   cuda->set_moe_one_token_kernels(true);
-  cuda->set_moe_wgmma(false);
+  cuda->set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
 }
 
 ExpertsInputs CudaMoeTest::random_inputs(const ExpertsCase& c) {

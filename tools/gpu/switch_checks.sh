@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The switches left off until a GPU measures them, in one call: CudaOptions::gemv_stream (ops/gemv_stream.cu)
-# and CudaOptions::moe_wgmma (ops/moe_mma.cu's staged expert tiles on wgmma). First their tests (linear_test runs every
-# case through both GEMVs, moe_test every expert case with wgmma on and off, against the CPU), then:
-#   drift_bench_moe --batch 64 512 4096   GPT-OSS-20B's experts, staged tiles on mma.sync and on wgmma
-#   drift_bench_decode --ablate           batch-1 forward steps with the streaming GEMV off and on (last row)
+# The streaming GEMV (CudaOptions::gemv_stream, ops/gemv_stream.cu) and the experts' prefill tiles on wgmma
+# (CudaOptions::moe_wgmma, ops/moe_mma.cu), both on by default, against the kernels they replaced, in one call.
+# First their tests (linear_test runs every case through both GEMVs, moe_test every expert case with wgmma on
+# and off, against the CPU), then:
+#   drift_bench_moe --batch 64 512 4096   GPT-OSS-20B's experts, prefill tiles on mma.sync and on wgmma
+#   drift_bench_decode --ablate           batch-1 forward steps with each switch of the ablation (last row: the
+#                                         streaming GEMV off)
 #   drift_bench_decode --moe-wgmma        GPT-OSS-20B 64-way decode, prefill 512 and 4096 with each kernel
 #   bash tools/gpu/switch_checks.sh [shape ...]   (the run tool: carry [".gpu-sysroot.tar.xz"]); logs in $OUT
 set -uo pipefail
@@ -31,12 +33,4 @@ for wgmma in false true; do
   timeout 150 build-gpu/bench/decode/drift_bench_decode --model gpt-oss-20b --batch 64 --prefill 512 4096 --moe-wgmma $wgmma \
     --eager false --forward-only false --markdown "$OUT/prefill_$wgmma.md" > "$OUT/prefill_$wgmma.log" 2>&1
   echo "gpt-oss-20b, wgmma $wgmma rc=$?"; grep -E "prefill|b=64" "$OUT/prefill_$wgmma.md"
-done
-# The fifteenth session's 1B 64-way row (32.6k tok/s, run with --prefill 512 4096) against the thirteenth's
-# (38.9k, --prefill 512): the same bench with prefill 512 alone, then with both.
-for prefills in "512" "512 4096"; do
-  # shellcheck disable=SC2086
-  timeout 100 build-gpu/bench/decode/drift_bench_decode --model llama-3.2-1b --batch 64 --prefill $prefills --eager false \
-    --forward-only false --markdown "$OUT/b64.md" > "$OUT/b64.log" 2>&1
-  echo "1B, prefills $prefills rc=$?"; grep -E "b=64" "$OUT/b64.md"
 done

@@ -508,30 +508,22 @@ bool CudaOps::fp8_on_tensor_cores(const cuda::AttentionParams& a) const {
 }
 
 int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
-  // The split count whose waves of CTAs (`slots` resident at once) get through the longest possible
-  // context soonest, each CTA costing its keys plus one 64-key chunk of fixed work; ties go to fewer
-  // splits (less to merge). A whole number of waves matters: 512 CTAs on 396 slots (8B at 64
-  // sequences) run as two waves, the second a third full, where three splits run four full ones of a
-  // third of the keys. At least 32 keys per split, at most 64 splits, and no more partial results than
-  // the workspace holds. Only shapes decide: the launch stays capturable.
-  const int64_t ctas = int64_t(a.num_tokens) * a.num_kv_heads;
-  const int64_t slots = int64_t(num_sms_) * (fp8_on_tensor_cores(a) ? cuda::decode_attention_fp8_ctas_per_sm(a.head_dim)
-                                                                   : cuda::decode_attention_ctas_per_sm(
-                                                                         a.head_dim, a.num_heads, a.num_kv_heads));
+  // The split count decode_split_cost ranks first for the longest context the table allows (ties to fewer
+  // splits: less to merge), at least 32 keys per split, at most 64 (or CudaOptions::decode_max_splits), and no
+  // more partial results than the workspace holds. Only shapes decide: the launch stays capturable.
   const int64_t max_keys = most_keys(a);
   const int64_t per_split_floats = int64_t(a.num_tokens) * a.num_heads * (a.head_dim + 2);
-  int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, cuda::kDecodeMaxSplits);
+  const int64_t cap = options_.decode_max_splits > 0 ? std::min(options_.decode_max_splits, cuda::kDecodeMaxSplits)
+                                                      : cuda::kDecodeMaxSplits;
+  int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, cap);
   max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
-  int64_t splits = 1, best_cost = -1;
-  for (int64_t s = 1; s <= max_splits; ++s) {
-    const int64_t waves = (ctas * s + slots - 1) / slots;
-    const int64_t cost = waves * ((max_keys + s - 1) / s + 64);
-    if (best_cost < 0 || cost < best_cost) {
-      best_cost = cost;
-      splits = s;
-    }
-  }
-  return int32_t(splits);
+  return cuda::cheapest_decode_splits(a.num_tokens * a.num_kv_heads, decode_split_slots(a), int32_t(max_keys),
+                                     int32_t(max_splits));
+}
+
+int32_t CudaOps::decode_split_slots(const cuda::AttentionParams& a) const {
+  return num_sms_ * (fp8_on_tensor_cores(a) ? cuda::decode_attention_fp8_ctas_per_sm(a.head_dim)
+                                            : cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads, a.num_kv_heads));
 }
 
 int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const {
@@ -599,6 +591,7 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
       a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok && !few_per_seq));
   if (prefill) return cuda::run_prefill_attention(a, stream_);
   a.num_splits = decode_splits(a);
+  a.split_slots = decode_split_slots(a);
   if (a.num_splits > 1) {
     a.partial_out = static_cast<float*>(attention_workspace_.get());
     a.partial_lse = a.partial_out + int64_t(a.num_tokens) * a.num_heads * a.num_splits * a.head_dim;

@@ -44,9 +44,10 @@ struct CudaOptions {
   // (GPT-OSS-20B batch 1 on an H200: 2.094 against 2.148 ms a step; the Llama shapes alike or better).
   bool gemv_split_by_iterations = true;
   // Linears of at most 4 rows (not the SwiGLU epilogue) through the streaming GEMV (ops/gemv_stream.cu:
-  // CTAs resident for the whole matrix, loads running on across rows) instead of one row group a CTA.
-  // Off until measured on a GPU (drift_bench_decode --ablate times both).
-  bool gemv_stream = false;
+  // CTAs resident for the whole matrix, loads running on across rows) instead of one row group a CTA
+  // (batch-1 steps on an H200: Llama-3.1-8B 5.062 -> 4.818 ms, Llama-3.2-1B 1.042 -> 0.995, GPT-OSS-20B
+  // 2.006 -> 1.998; drift_bench_decode --ablate, bench/RESULTS.md 2026-11-29, sixteenth session).
+  bool gemv_stream = true;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
@@ -55,6 +56,8 @@ struct CudaOptions {
   // The most key splits an MLA decode launch may use (0: the split rule's own cap, kMlaMaxSplits); a
   // benchmark's knob for where the rule should stop (drift_bench_mla --max-splits).
   int32_t mla_max_splits = 0;
+  // The same for GQA decode attention (0: kDecodeMaxSplits; drift_bench_kv_attention --max-splits).
+  int32_t decode_max_splits = 0;
   // Decode attention over FP8 caches on tensor cores where the shape allows (else on CUDA cores).
   bool fp8_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
@@ -62,10 +65,10 @@ struct CudaOptions {
   // Routed experts at one token: each choice read directly, the input row from shared memory (else
   // grouped as for larger batches).
   bool moe_one_token_kernels = true;
-  // Routed experts' staged tiles (64 tokens in prefill, 16 in MXFP4 decode of 5-12 pairs an expert) on
-  // Hopper's warpgroup MMA (wgmma, the inputs from shared memory) instead of mma.sync. Off until measured on a
-  // GPU (drift_bench_moe times both).
-  bool moe_wgmma = false;
+  // Routed experts' prefill tiles (64 tokens, more than 12 pairs an expert) on Hopper's warpgroup MMA (wgmma,
+  // the inputs from shared memory) instead of mma.sync (GPT-OSS-20B's experts on an H200: 512 tokens 623 ->
+  // 434 us a layer, 4096 3,574 -> 2,426; drift_bench_moe times both).
+  bool moe_wgmma = true;
   // cuBLASLt products of at most this many rows time the heuristic's best few algorithms on their first
   // call and keep the fastest (0: the heuristic's first pick everywhere).
   int64_t gemm_autotune_max_rows = 256;
@@ -170,6 +173,7 @@ class CudaOps final : public Ops {
   void set_mla_tensor_cores(bool on) { options_.mla_tensor_cores = on; }
   void set_mla_expanded_prefill(bool on) { options_.mla_expanded_prefill = on; }
   void set_mla_max_splits(int32_t n) { options_.mla_max_splits = n; }
+  void set_decode_max_splits(int32_t n) { options_.decode_max_splits = n; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
@@ -183,6 +187,7 @@ class CudaOps final : public Ops {
   void launch_attention(cuda::AttentionParams a, int32_t max_query_len = 0);
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
+  int32_t decode_split_slots(const cuda::AttentionParams& a) const;  // decode CTAs resident at once
   // Whether this split-KV step runs the FP8 tensor-core kernel.
   bool fp8_on_tensor_cores(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.

@@ -2,6 +2,7 @@
 // the in-launch merge the last split of a (token, kv head) runs over the partial results of all of them.
 #pragma once
 
+#include <climits>
 #include <cmath>
 
 #include "backend/cuda/kernels/attention_keys.cuh"
@@ -17,6 +18,19 @@ struct SplitKeys {
   int q_pos, begin, end;
   int active;  // the splits that share the keys; splits past them have none
 };
+
+// cheapest_decode_splits for `most` <= 64 on a warp: each lane costs two counts and the warp keeps the
+// least, in every warp alike, so no barrier is needed.
+__device__ __forceinline__ int fewest_cost_splits(int pairs, int slots, int keys, int most) {
+  const int lane = int(threadIdx.x) % 32;
+  auto cost = [&](int s) { return s <= most ? decode_split_cost(pairs, slots, keys, s) : INT_MAX; };
+  const int c0 = cost(lane + 1), c1 = cost(lane + 33);
+  // (cost, splits) packed so that the least key is the cheapest count, the fewer splits first on a tie
+  int64_t best = (int64_t(min(c0, c1)) << 8) | (c1 < c0 ? lane + 33 : lane + 1);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) best = min(best, __shfl_xor_sync(0xffffffffu, best, offset));
+  return int(best & 0xff);
+}
 
 // The slots one CTA covers: its split's share of the slots its query may see, or of its selected list,
 // over as many splits as have `min_keys` each (at least one). The launch's split count is chosen from the
@@ -40,6 +54,7 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int to
   }
   const int num_slots = max(0, last - first);
   s.active = max(1, min(p.num_splits, (num_slots + min_keys - 1) / min_keys));
+  if (p.split_slots > 0) s.active = fewest_cost_splits(p.num_tokens * p.num_kv_heads, p.split_slots, num_slots, s.active);
   const int per_split = (num_slots + s.active - 1) / s.active;
   s.begin = first + split * per_split;
   s.end = min(first + num_slots, s.begin + per_split);

@@ -57,27 +57,4 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }
 
-// d[64 x 16] += a[64 x 16] (registers) * b[16 x 16] (descriptor); d as for m64n64k16, two column blocks.
-__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], const uint32_t (&a)[4], uint64_t b_desc) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
-}
-
-// The m64nNk16 product for N = 16 or 64 tokens.
-template <int kN>
-__device__ __forceinline__ void wgmma_m64nk16(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t b_desc) {
-  static_assert(kN == 16 || kN == 64);
-  if constexpr (kN == 16)
-    wgmma_m64n16k16(d, a, b_desc);
-  else
-    wgmma_m64n64k16(d, a, b_desc);
-}
-
 }  // namespace drift::backend::cuda

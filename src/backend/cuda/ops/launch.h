@@ -270,6 +270,10 @@ struct AttentionParams {
   int32_t block_size = 0, max_blocks_per_seq = 0;
   int32_t mask_words = 0;              // words per tree_mask row
   int32_t num_splits = 1;              // split-KV factor of the decode kernel
+  // With it (decode kernels), each sequence uses only as many of the num_splits splits as decode_split_cost
+  // picks for its own keys with the launch's CTAs over this many resident slots: num_splits is chosen from
+  // the longest context the block table allows, up to twice the step's longest sequence in a graph bucket.
+  int32_t split_slots = 0;
   float scale = 1.0f;
   int32_t sliding_window = 0;
 };
@@ -342,6 +346,23 @@ bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v);
 // CTAs of the decode kernel for this shape that fit on one SM at once (the occupancy API, cached).
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 constexpr int32_t kDecodeMaxSplits = 64;  // the decode kernel's in-launch merge stages this many splits' weights
+
+// What `splits` splits of each (token, kv head) pair's `keys` keys cost the decode kernel, in keys: its
+// waves of CTAs (pairs x splits over the `slots` resident at once) times each CTA's keys plus one 64-key
+// chunk of fixed work. A whole number of waves matters: 512 CTAs on 396 slots (8B at 64 sequences) run as
+// two waves, the second a third full, where three splits run four full ones of a third of the keys.
+__host__ __device__ inline int32_t decode_split_cost(int32_t pairs, int32_t slots, int32_t keys, int32_t splits) {
+  const int32_t waves = (pairs * splits + slots - 1) / slots;
+  return waves * ((keys + splits - 1) / splits + 64);
+}
+// The count of 1..most that decode_split_cost ranks first, ties to fewer (less to merge). The decode kernels
+// pick theirs for each sequence's own keys with the same ranking (kernels/decode_splits.cuh).
+inline int32_t cheapest_decode_splits(int32_t pairs, int32_t slots, int32_t keys, int32_t most) {
+  int32_t best = 1;
+  for (int32_t s = 2; s <= most; ++s)
+    if (decode_split_cost(pairs, slots, keys, s) < decode_split_cost(pairs, slots, keys, best)) best = s;
+  return best;
+}
 // Sparse attention (DSA-lite; p.selected set) runs on the decode kernel for GQA caches and on the latent
 // kernels for a shared latent: each CTA walks its split of a query's list instead of a range of slots.
 

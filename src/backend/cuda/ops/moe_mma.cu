@@ -407,16 +407,15 @@ __global__ void __launch_bounds__(128) moe_staged_kernel(typename Format::Params
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
-// Staged tiles on Hopper's warpgroup MMA (CudaOptions::moe_wgmma): the staged kernel's CTA (128 weight rows,
-// a tile of 64 tokens, or 16 in MXFP4 decode, kStages steps of cp.async) with the products as wgmma m64nNk16
-// (N the tile's tokens): the four warps' A
+// Prefill tiles on Hopper's warpgroup MMA (CudaOptions::moe_wgmma): the staged kernel's CTA (128 weight rows,
+// a tile of 64 tokens, kStages steps of cp.async) with the products as wgmma m64n64k16: the four warps' A
 // fragments (the same registers the mma.sync kernel decodes: MXFP4 codes times their scales, or bf16 pairs)
 // make one 64-row operand, and the tile's inputs are read by the tensor cores from shared memory, where the
 // mma.sync kernel loaded and re-paired them per n-tile and warp. The inputs therefore sit in the order the
 // lanes hand out k (wgmma_position) in 128-byte-swizzled rows: x permuted once into the workspace
 // (`expert_out`, free until the down product writes it), the activations written so by the gate/up product.
 // Warp w holds m-tiles w and 4 + w of the CTA's eight (rows 16 w.. and 64 + 16 w..).
-// One step of a tile's inputs: 128 bytes a token (2 KB for 16 tokens, 8 KB for 64: whole 1024-byte atoms).
+// One step of a tile's inputs: 128 bytes a token (8 KB for 64: whole 1024-byte atoms).
 template <int kTokens>
 constexpr int wgmma_input_bytes() {
   return kTokens * kStep * 2;
@@ -514,15 +513,17 @@ __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* 
 #pragma unroll
   for (int c = 0; c < 4; ++c)
 #pragma unroll
-    for (int m = 0; m < 2; ++m) wgmma_m64nk16<kTokens>(acc[m], a[m][c], kmajor_sw128_desc(inputs + 32 * c));
+    for (int m = 0; m < 2; ++m) wgmma_m64n64k16(acc[m], a[m][c], kmajor_sw128_desc(inputs + 32 * c));
   wgmma_commit();
   wgmma_wait<0>();
 }
 
 // grid: (ceil(m-tiles / 8), max tiles); block: 128 threads (one warpgroup); dynamic shared memory:
-// wgmma_smem_bytes(k). Tiles of kTokens pairs (64 in prefill, 16 in MXFP4 decode of 5-12 pairs an expert).
+// wgmma_smem_bytes(k). Tiles of kTokens (64) pairs. MXFP4 decode's 16-pair tiles stay on mma.sync: on wgmma
+// (m64n16k16) GPT-OSS-20B's experts at 64 tokens took 208.9 against 206.0 us a layer (H200, 2026-11-29).
 template <class Format, Product kProduct, int kTokens>
 __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params p, MoeWorkspace w) {
+  static_assert(kTokens == 64, "m64n64k16 products");
   constexpr bool kGateUp = kProduct == Product::kGateUp;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   pdl_launch_dependents();
@@ -592,11 +593,16 @@ template <class Format, Product kProduct, int kTokens, bool kWgmma>
 void launch_staged(const typename Format::Params& p, const MoeWorkspace& w, unsigned tiles, cudaStream_t stream) {
   const int k = kProduct == Product::kGateUp ? p.hidden : p.ffn;
   const int num_mtiles = kProduct == Product::kGateUp ? p.ffn / 8 : p.hidden / 16;
-  const size_t smem = kWgmma ? wgmma_smem_bytes<Format, kTokens>(k) : staged_smem_bytes<Format, kTokens>(k);
-  constexpr auto kernel =
-      kWgmma ? moe_wgmma_kernel<Format, kProduct, kTokens> : moe_staged_kernel<Format, kProduct, kTokens>;
-  allow_dynamic_smem<kernel>(smem);
-  launch(kernel, dim3(unsigned(ceil_div(num_mtiles, 8)), tiles), 128, smem, stream, p, w);
+  const dim3 grid(unsigned(ceil_div(num_mtiles, 8)), tiles);
+  if constexpr (kWgmma) {
+    const size_t smem = wgmma_smem_bytes<Format, kTokens>(k);
+    allow_dynamic_smem<moe_wgmma_kernel<Format, kProduct, kTokens>>(smem);
+    launch(moe_wgmma_kernel<Format, kProduct, kTokens>, grid, 128, smem, stream, p, w);
+  } else {
+    const size_t smem = staged_smem_bytes<Format, kTokens>(k);
+    allow_dynamic_smem<moe_staged_kernel<Format, kProduct, kTokens>>(smem);
+    launch(moe_staged_kernel<Format, kProduct, kTokens>, grid, 128, smem, stream, p, w);
+  }
 }
 
 // Align, (wgmma: x permuted into expert_out,) gate/up, down, combine.
@@ -613,13 +619,13 @@ void run_staged_form(const typename Format::Params& p, const MoeWorkspace& w, cu
   run_moe_combine(moe_pairs(p), w, stream);
 }
 
-// Staged tiles of kTokens pairs, on wgmma where CudaOptions::moe_wgmma asks.
-template <class Format, int kTokens>
-void run_staged_products(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
+// Prefill tiles, on wgmma where CudaOptions::moe_wgmma asks.
+template <class Format>
+void run_prefill_tiles(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
   if (p.wgmma)
-    run_staged_form<Format, kTokens, true>(p, w, stream);
+    run_staged_form<Format, kStagedTokens, true>(p, w, stream);
   else
-    run_staged_form<Format, kTokens, false>(p, w, stream);
+    run_staged_form<Format, kStagedTokens, false>(p, w, stream);
 }
 
 // Few pairs per expert (decode): tiles of 8 tokens (up to 4 per expert on average) or 16 (up to 12), k split
@@ -644,11 +650,11 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
   else if (per_expert <= 4)
     run_products<Decode, 1, 1, kUnroll1, false>(p, w, stream);
   else if (per_expert <= 12 && Decode::kScaled)
-    run_staged_products<Staged, 16>(p, w, stream);
+    run_staged_form<Staged, 16, false>(p, w, stream);
   else if (per_expert <= 12)
     run_products<Decode, 1, 2, kUnroll2, false>(p, w, stream);
   else
-    run_staged_products<Staged, kStagedTokens>(p, w, stream);
+    run_prefill_tiles<Staged>(p, w, stream);
 }
 
 }  // namespace
