@@ -6,7 +6,9 @@
 // those bytes over the copy bandwidth measured in the same run (the limit) and limit / time. Issue 17's
 // target is a whole decode step (8B x 64 x 4k) 1.3x faster with FP8 KV than with bf16; this table is where
 // the attention's share of it shows. The two FP8 kernels' outputs are compared (relative L2) as a check.
-// `--max-splits 1 4 16` repeats the bf16 row under each cap on the key splits (where the split rule should stop).
+// `--max-splits 1 4 16` repeats the bf16 row under each cap on the key splits (where the split rule should stop);
+// the bf16 kernel also runs with CudaOptions::decode_head_slices switched (several CTAs per (token, kv head)
+// at few pairs, each over a slice of the group's heads).
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
@@ -77,6 +79,7 @@ double per_call_us(backend::CudaOps& ops, F&& op) {
 struct Row {
   int64_t batch = 0, context = 0;
   double bf16_us = 0, fp8_cuda_us = 0, fp8_tensor_us = 0, bf16_bytes = 0, fp8_bytes = 0, fp8_kernels_l2 = 0;
+  double other_slices_us = 0;     // bf16 with CudaOptions::decode_head_slices switched
   std::vector<double> capped_us;  // bf16 under each --max-splits cap
 };
 
@@ -92,6 +95,9 @@ Row measure(backend::CudaOps& ops, const Shape& s, int64_t batch, int64_t contex
   r.bf16_bytes = rows * double(s.head_dim * 2) * 2;
   r.fp8_bytes = rows * double(s.head_dim + 4) * 2;
   r.bf16_us = per_call_us(ops, [&] { ops.paged_attention(p); });
+  ops.set_decode_head_slices(!backend::CudaOptions{}.decode_head_slices);
+  r.other_slices_us = per_call_us(ops, [&] { ops.paged_attention(p); });
+  ops.set_decode_head_slices(backend::CudaOptions{}.decode_head_slices);
   for (int cap : caps) {
     ops.set_decode_max_splits(cap);
     r.capped_us.push_back(per_call_us(ops, [&] { ops.paged_attention(p); }));
@@ -147,6 +153,9 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < batches.size(); ++i) {
     const Row r = measure(ops, s, batches[i], contexts[i], caps, rng);
     table += table_row(r, "bf16", r.bf16_us, r.bf16_bytes, ceil.bandwidth, r.bf16_us);
+    const std::string switched =
+        fmt::format("bf16, head slices {}", backend::CudaOptions{}.decode_head_slices ? "off" : "on");
+    table += table_row(r, switched.c_str(), r.other_slices_us, r.bf16_bytes, ceil.bandwidth, r.bf16_us);
     for (size_t c = 0; c < caps.size(); ++c)
       table += table_row(r, fmt::format("bf16, at most {} splits", caps[c]).c_str(), r.capped_us[c], r.bf16_bytes,
                          ceil.bandwidth, r.bf16_us);

@@ -121,7 +121,9 @@ TEST_P(AttentionTest, MatchesCpu) {
     if (c.sinks) p.sinks = sinks_buf.view;
     p.scale = scale;
     p.sliding_window = c.sliding_window;
+    if (gpu) gpu_->synchronize();  // `ops` may be another CUDA backend, on its own stream
     ops.paged_attention(p);
+    ops.synchronize();
     return gpu ? read_gpu(out.view) : read_cpu(out.view);
   };
   const auto want = run(*cpu_, false);
@@ -129,6 +131,10 @@ TEST_P(AttentionTest, MatchesCpu) {
   EXPECT_CLOSE(got, want, kAttention) << c.name;
   // The same launch twice gives the same bits (no races between blocks).
   EXPECT_EQ(run(*gpu_, true), got) << c.name;
+  // Decode steps of few (token, kv head) pairs with each group's heads over several CTAs.
+  auto sliced = backend::make_cuda_ops({.decode_head_slices = true});
+  ASSERT_TRUE(sliced.ok());
+  EXPECT_CLOSE(run(*sliced->get(), true), want, kAttention) << c.name << " (head slices)";
 }
 
 // The split rule's choices, host side (the decode kernels rank counts for each sequence's own keys alike).

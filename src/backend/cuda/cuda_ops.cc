@@ -517,13 +517,25 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
                                                       : cuda::kDecodeMaxSplits;
   int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, cap);
   max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
-  return cuda::cheapest_decode_splits(a.num_tokens * a.num_kv_heads, decode_split_slots(a), int32_t(max_keys),
-                                     int32_t(max_splits));
+  const int32_t ctas_per_split = a.num_tokens * a.num_kv_heads * a.head_slices;
+  return cuda::cheapest_decode_splits(ctas_per_split, decode_split_slots(a), int32_t(max_keys), int32_t(max_splits));
 }
 
 int32_t CudaOps::decode_split_slots(const cuda::AttentionParams& a) const {
-  return num_sms_ * (fp8_on_tensor_cores(a) ? cuda::decode_attention_fp8_ctas_per_sm(a.head_dim)
-                                            : cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads, a.num_kv_heads));
+  return num_sms_ * (fp8_on_tensor_cores(a)
+                         ? cuda::decode_attention_fp8_ctas_per_sm(a.head_dim)
+                         : cuda::decode_attention_ctas_per_sm(a.head_dim, a.num_heads / a.head_slices, a.num_kv_heads));
+}
+
+int32_t CudaOps::decode_head_slices(const cuda::AttentionParams& a) const {
+  // Few (token, kv head) pairs (batch 1: 8 for GPT-OSS and Llama) give the GPU a few dozen warps, each running
+  // every head of its group on one chunk after another. Halve the heads a CTA takes while it keeps two and the
+  // pairs' CTAs still fit one an SM.
+  if (!options_.decode_head_slices || fp8_on_tensor_cores(a)) return 1;
+  const int64_t group = a.num_heads / a.num_kv_heads, pairs = int64_t(a.num_tokens) * a.num_kv_heads;
+  int32_t slices = 1;
+  while (group % (2 * slices) == 0 && group / (2 * slices) >= 2 && pairs * 2 * slices <= num_sms_) slices *= 2;
+  return slices;
 }
 
 int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kernel) const {
@@ -590,12 +602,13 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
   const bool prefill =
       a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok && !few_per_seq));
   if (prefill) return cuda::run_prefill_attention(a, stream_);
+  a.head_slices = decode_head_slices(a);
   a.num_splits = decode_splits(a);
   a.split_slots = decode_split_slots(a);
   if (a.num_splits > 1) {
     a.partial_out = static_cast<float*>(attention_workspace_.get());
     a.partial_lse = a.partial_out + int64_t(a.num_tokens) * a.num_heads * a.num_splits * a.head_dim;
-    if (int64_t(a.num_tokens) * a.num_kv_heads <= kMaxSplitCounters)
+    if (int64_t(a.num_tokens) * a.num_kv_heads * a.head_slices <= kMaxSplitCounters)
       a.split_counters = static_cast<int32_t*>(split_counters_.get());
   }
   cuda::run_decode_attention(

@@ -58,6 +58,11 @@ struct CudaOptions {
   int32_t mla_max_splits = 0;
   // The same for GQA decode attention (0: kDecodeMaxSplits; drift_bench_kv_attention --max-splits).
   int32_t decode_max_splits = 0;
+  // Decode attention on CUDA cores at few (token, kv head) pairs: several CTAs per pair, each over a slice of
+  // the group's query heads (CudaOps::decode_head_slices), instead of one CTA per pair. Faster alone
+  // (GPT-OSS-20B, batch 1 x 512 keys: 8.1 against 12.3 us a call) but slower in whole steps (batch-1 graph steps
+  // on an H200: GPT-OSS-20B 2.031 -> 2.090 ms, Llama-3.1-8B 4.709 -> 4.882; bench/RESULTS.md 2026-11-29), so off.
+  bool decode_head_slices = false;
   // Decode attention over FP8 caches on tensor cores where the shape allows (else on CUDA cores).
   bool fp8_tensor_cores = true;
   // bf16 routed experts on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
@@ -174,6 +179,7 @@ class CudaOps final : public Ops {
   void set_mla_expanded_prefill(bool on) { options_.mla_expanded_prefill = on; }
   void set_mla_max_splits(int32_t n) { options_.mla_max_splits = n; }
   void set_decode_max_splits(int32_t n) { options_.decode_max_splits = n; }
+  void set_decode_head_slices(bool on) { options_.decode_head_slices = on; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
@@ -188,6 +194,7 @@ class CudaOps final : public Ops {
   // Split-KV factor of the decode attention kernel for this step's shapes.
   int32_t decode_splits(const cuda::AttentionParams& a) const;
   int32_t decode_split_slots(const cuda::AttentionParams& a) const;  // decode CTAs resident at once
+  int32_t decode_head_slices(const cuda::AttentionParams& a) const;  // CTAs per (token, kv head) and split
   // Whether this split-KV step runs the FP8 tensor-core kernel.
   bool fp8_on_tensor_cores(const cuda::AttentionParams& a) const;
   // Split-KV factor of the latent attention kernel (MLA) for this step's shapes.

@@ -54,7 +54,8 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int to
   }
   const int num_slots = max(0, last - first);
   s.active = max(1, min(p.num_splits, (num_slots + min_keys - 1) / min_keys));
-  if (p.split_slots > 0) s.active = fewest_cost_splits(p.num_tokens * p.num_kv_heads, p.split_slots, num_slots, s.active);
+  if (p.split_slots > 0)
+    s.active = fewest_cost_splits(p.num_tokens * p.num_kv_heads * p.head_slices, p.split_slots, num_slots, s.active);
   const int per_split = (num_slots + s.active - 1) / s.active;
   s.begin = first + split * per_split;
   s.end = min(first + num_slots, s.begin + per_split);
@@ -100,15 +101,14 @@ __device__ __forceinline__ void merge_partials(const AttentionParams& p, int64_t
   }
 }
 
-// The last split's CTA merges the `splits` active splits of its (token, kv head) for every head of the
-// group: the splits' (max, sum) pairs come into shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits
+// The last split's CTA merges the `splits` active splits of its (token, kv head) for its `group` heads from
+// first_head on (the kv head's whole group, or the CTA's slice of it): the splits' (max, sum) pairs come into shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits
 // floats) in one round of loads, a warp per head turns them into normalised weights (the sink joining the
 // softmax), then every output loads all its splits' partials at once. Partials are read through L2.
 template <int kGroup>
-__device__ void merge_group(const AttentionParams& p, int token, int kv_head, int splits, float* staging) {
-  const int group = p.num_heads / p.num_kv_heads;
+__device__ void merge_group(const AttentionParams& p, int token, int first_head, int group, int splits, float* staging) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int64_t row0 = int64_t(token) * p.num_heads + int64_t(kv_head) * group;
+  const int64_t row0 = int64_t(token) * p.num_heads + first_head;
   float* max_of = staging;                                    // [kGroup][kDecodeMaxSplits]
   float* weight_of = staging + kGroup * kDecodeMaxSplits;    // sums, then normalised weights
   const float2* lse = reinterpret_cast<const float2*>(p.partial_lse);
@@ -122,7 +122,7 @@ __device__ void merge_group(const AttentionParams& p, int token, int kv_head, in
   for (int g = warp; g < group; g += blockDim.x / 32) {
     float* m = max_of + g * kDecodeMaxSplits;
     float* w = weight_of + g * kDecodeMaxSplits;
-    const float sink = p.sinks != nullptr ? p.sinks[kv_head * group + g] * kDecodeLog2e : -INFINITY;
+    const float sink = p.sinks != nullptr ? p.sinks[first_head + g] * kDecodeLog2e : -INFINITY;
     float mx = sink;
     for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, m[s]);
     mx = warp_max(mx);
@@ -180,7 +180,8 @@ __device__ __forceinline__ void merge_if_last(const AttentionParams& p, int toke
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  merge_group<kGroup>(p, token, kv_head, active, staging);
+  const int group = p.num_heads / p.num_kv_heads;
+  merge_group<kGroup>(p, token, kv_head * group, group, active, staging);
   if (threadIdx.x == 0) *counter = 0;  // ready for the next launch
 }
 

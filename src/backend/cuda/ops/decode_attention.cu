@@ -91,17 +91,16 @@ struct DecodeStages {
       kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
 };
 
-// This thread's 8 dimensions of every query head of the group, pre-scaled into log2 units.
+// This thread's 8 dimensions of the CTA's `heads` query heads from first_head, pre-scaled into log2 units.
 template <int kGroup>
-__device__ __forceinline__ void load_query(const AttentionParams& p, int token, int kv_head, int dim_lane,
+__device__ __forceinline__ void load_query(const AttentionParams& p, int token, int first_head, int heads, int dim_lane,
                                            bool dim_valid, float (&q)[kGroup][8]) {
-  const int group = p.num_heads / p.num_kv_heads;
   const float scale_log2 = p.scale * kDecodeLog2e;
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
-    if (g < group && dim_valid) {
+    if (g < heads && dim_valid) {
       bf16x8_to_float(
-          load16(p.q + int64_t(token) * p.q_row_stride + int64_t(kv_head * group + g) * p.head_dim + dim_lane * 8), q[g]);
+          load16(p.q + int64_t(token) * p.q_row_stride + int64_t(first_head + g) * p.head_dim + dim_lane * 8), q[g]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) q[g][j] *= scale_log2;
     } else {
@@ -192,8 +191,9 @@ __device__ __forceinline__ void softmax_chunk(float (&scores)[kGroup][DecodeShap
   }
 }
 
-// grid: (num_splits, num_kv_heads, num_tokens); block: 128 threads.
-// kDim: head_dim rounded up to 64 or 128; kGroup: query heads per kv head rounded up to 1, 2, 4 or 8;
+// grid: (num_splits, num_kv_heads x head_slices, num_tokens); block: 128 threads.
+// kDim: head_dim rounded up to 64 or 128; kGroup: a CTA's query heads (a kv head's group over head_slices)
+// rounded up to 1, 2, 4 or 8;
 // kRule: kGeneral (a tree mask or a view) checks each key's visibility, kChain sees every slot of the
 // range, kSparse walks entries of the query's selected list (DSA-lite).
 // kFp8: the caches hold e4m3 codes with row scales (k_cache8, v_cache8, k_scale, v_scale).
@@ -213,14 +213,16 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   __shared__ float scores[kGroup][kChunk];
   __shared__ float alpha_s[kGroup], max_s[kGroup], sum_s[kGroup];
 
-  const int split = blockIdx.x, kv_head = blockIdx.y, token = blockIdx.z;
+  const int split = blockIdx.x, kv_head = blockIdx.y / p.head_slices, token = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int heads = p.num_heads / p.num_kv_heads / p.head_slices;  // this CTA's, from first_head
+  const int first_head = int(blockIdx.y) * heads;
   const int dim_lane = tid % S::kLanesPerKey, key_lane = tid / S::kLanesPerKey;
   const bool dim_valid = dim_lane * 8 < p.head_dim;
   // Two chunks a split at least where the (token, kv head) pairs alone give the GPU many CTAs: a CTA with
   // one chunk has nothing to load while it computes. With few pairs (batch 1: GPT-OSS's and Llama's 8 kv
   // heads) one chunk a split, so that twice the CTAs share the keys and each walks half as many chunks.
-  const int min_keys = p.num_tokens * p.num_kv_heads >= kFewPairs ? 2 * kChunk : kChunk;
+  const int min_keys = p.num_tokens * p.num_kv_heads * p.head_slices >= kFewPairs ? 2 * kChunk : kChunk;
   const SplitKeys sk = split_keys<kRule>(p, token, split, min_keys);
   // With split counters the merge counts only the active splits; without them (a second kernel merges
   // every split) an idle split still writes its empty partial.
@@ -303,7 +305,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   }
 
   float q[kGroup][8];
-  load_query<kGroup>(p, token, kv_head, dim_lane, dim_valid, q);
+  load_query<kGroup>(p, token, first_head, heads, dim_lane, dim_valid, q);
   float acc[kGroup][8];
 #pragma unroll
   for (int g = 0; g < kGroup; ++g)
@@ -369,13 +371,12 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
     }
   }
   __syncthreads();
-  const int group = p.num_heads / p.num_kv_heads;
-  for (int idx = tid; idx < group * p.head_dim; idx += kThreads) {
+  for (int idx = tid; idx < heads * p.head_dim; idx += kThreads) {
     const int g = idx / p.head_dim, d = idx % p.head_dim;
     float o = 0.0f;
 #pragma unroll
     for (int kl = 0; kl < kKeysPerPass; ++kl) o += reduce[kl][g][d];
-    const int h = kv_head * group + g;
+    const int h = first_head + g;
     const int64_t row = int64_t(token) * p.num_heads + h;
     if (alone) {
       float m = max_s[g], l = sum_s[g];
@@ -397,18 +398,18 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(AttentionPar
   }
   if (alone || p.split_counters == nullptr) return;
 
-  // The last split of this (token, kv head) to finish merges all of them, so no second launch is needed:
+  // The last split of this (token, kv head, slice) to finish merges all of them, so no second launch is needed:
   // partials are published (fence) before the count goes up, and read from L2 after it is seen complete.
   __shared__ bool is_last;
   __threadfence();
   __syncthreads();
-  int32_t* counter = p.split_counters + int64_t(token) * p.num_kv_heads + kv_head;
+  int32_t* counter = p.split_counters + (int64_t(token) * p.num_kv_heads * p.head_slices + blockIdx.y);
   if (tid == 0) is_last = atomicAdd(counter, 1) == sk.active - 1;
   __syncthreads();
   if (!is_last) return;
   __threadfence();
   static_assert(St::kSmemBytes >= 2 * kGroup * kDecodeMaxSplits * 4, "merge staging fits the stages");
-  merge_group<kGroup>(p, token, kv_head, sk.active, reinterpret_cast<float*>(stages));
+  merge_group<kGroup>(p, token, first_head, heads, sk.active, reinterpret_cast<float*>(stages));
   if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
@@ -423,7 +424,7 @@ __global__ void __launch_bounds__(kThreads) combine_splits_kernel(AttentionParam
 
 template <int kDim, KeyRule kRule, bool kFp8>
 void launch_group(const AttentionParams& p, const dim3& grid, cudaStream_t stream) {
-  const int group = p.num_heads / p.num_kv_heads;
+  const int group = p.num_heads / p.num_kv_heads / p.head_slices;
   if (group <= 1) launch(decode_attention_kernel<kDim, 1, kRule, kFp8>, grid, kThreads, 0, stream, p);
   else if (group <= 2) launch(decode_attention_kernel<kDim, 2, kRule, kFp8>, grid, kThreads, 0, stream, p);
   else if (group <= 4) launch(decode_attention_kernel<kDim, 4, kRule, kFp8>, grid, kThreads, 0, stream, p);
@@ -475,7 +476,7 @@ bool decode_attention_supports(int32_t head_dim, int32_t num_heads, int32_t num_
 
 void run_decode_attention(const AttentionParams& p, DecodeKernel kernel, cudaStream_t stream) {
   if (p.num_tokens == 0) return;
-  const dim3 grid(unsigned(p.num_splits), unsigned(p.num_kv_heads), unsigned(p.num_tokens));
+  const dim3 grid(unsigned(p.num_splits), unsigned(p.num_kv_heads * p.head_slices), unsigned(p.num_tokens));
   const bool fp8 = p.k_cache8 != nullptr;
   if (fp8 && kernel == DecodeKernel::kTensorCores && decode_attention_fp8_supports(p))
     run_decode_attention_fp8(p, stream);

@@ -274,6 +274,10 @@ struct AttentionParams {
   // picks for its own keys with the launch's CTAs over this many resident slots: num_splits is chosen from
   // the longest context the block table allows, up to twice the step's longest sequence in a graph bucket.
   int32_t split_slots = 0;
+  // CTAs per (token, kv head) and split in the decode kernel on CUDA cores, each over group / head_slices of
+  // the group's query heads (the same K/V read that many times, from L2): few pairs give the GPU few warps,
+  // and a CTA's instructions per chunk grow with its heads.
+  int32_t head_slices = 1;
   float scale = 1.0f;
   int32_t sliding_window = 0;
 };
@@ -347,8 +351,8 @@ bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v);
 int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 constexpr int32_t kDecodeMaxSplits = 64;  // the decode kernel's in-launch merge stages this many splits' weights
 
-// What `splits` splits of each (token, kv head) pair's `keys` keys cost the decode kernel, in keys: its
-// waves of CTAs (pairs x splits over the `slots` resident at once) times each CTA's keys plus one 64-key
+// What `splits` splits of `keys` keys cost the decode kernel, in keys, with `pairs` CTAs per split (tokens x
+// kv heads x head slices): its waves of CTAs (pairs x splits over the `slots` resident at once) times each CTA's keys plus one 64-key
 // chunk of fixed work. A whole number of waves matters: 512 CTAs on 396 slots (8B at 64 sequences) run as
 // two waves, the second a third full, where three splits run four full ones of a third of the keys.
 __host__ __device__ inline int32_t decode_split_cost(int32_t pairs, int32_t slots, int32_t keys, int32_t splits) {
