@@ -1,6 +1,7 @@
 // drift_bench_moe: GPT-OSS's routed experts alone (CudaOps::moe_experts over MXFP4 matrices as stored), at decode
 // batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of the CUDA backend:
-// one token read directly or grouped (CudaOptions::moe_one_token_kernels); where the pairs take prefill tiles
+// one token read directly (a CTA per choice and m-tile, or streamed: CudaOptions::moe_one_token_stream) or
+// grouped (CudaOptions::moe_one_token_kernels); where the pairs take prefill tiles
 // (more than 12 an expert) on mma.sync and on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per
 // layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a decode
 // step's graph pays and the weights come from DRAM), the expert bytes the choices reach over that time against
@@ -95,11 +96,14 @@ double time_calls(backend::CudaOps& ops, const std::vector<backend::MoeExpertsPa
 }
 
 struct KernelChoice {
-  bool one_token, wgmma;
+  bool one_token, stream, wgmma;
   const char* label;
 };
 
-constexpr KernelChoice kChoices[] = {{false, false, "grouped"}, {true, false, "one token"}, {false, true, "grouped, wgmma"}};
+constexpr KernelChoice kChoices[] = {{false, false, false, "grouped"},
+                                     {true, false, false, "one token"},
+                                     {true, true, false, "one token, streamed"},
+                                     {false, false, true, "grouped, wgmma"}};
 
 // The rows of one geometry and batch size.
 std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vector<LayerExperts>& layers, int64_t batch,
@@ -132,6 +136,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
     if (k.one_token && batch != 1) continue;
     if (k.wgmma && batch * g.top_k <= 12 * g.experts) continue;  // up to 12 pairs an expert: no prefill tiles
     ops.set_moe_one_token_kernels(k.one_token);
+    ops.set_moe_one_token_stream(k.stream);
     ops.set_moe_wgmma(k.wgmma);
     const double us = time_calls(ops, params, 48);
     ops.moe_experts(params[0]);
@@ -145,6 +150,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
                 static_cast<long long>(batch), k.label, us, 100.0 * rate / ceil.bandwidth, 100.0 * flop_rate / ceil.bf16_rate);
   }
   ops.set_moe_one_token_kernels(true);
+  ops.set_moe_one_token_stream(backend::CudaOptions{}.moe_one_token_stream);
   ops.set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
   return rows;
 }

@@ -158,20 +158,26 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
       {"batch 1, gate rows first, hidden 2880, ffn 320", 1, 2880, 320, 8, 4, 8, false, 7.0f},
       {"prefill at hidden 2880, ffn 192 (full and part-full tiles)", 200, 2880, 192, 8, 4, 8, true, 7.0f},
   };
-  // Every case with one token read directly and grouped as larger batches are, and with prefill tiles on
-  // wgmma (CudaOptions::moe_wgmma).
+  // Every case with one token read directly (a CTA per item, and streamed: CudaOptions::moe_one_token_stream)
+  // and grouped as larger batches are, and with prefill tiles on mma.sync and on wgmma (CudaOptions::moe_wgmma).
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
-  for (const auto& [one_token, wgmma] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
-    cuda->set_moe_one_token_kernels(one_token);
-    cuda->set_moe_wgmma(wgmma);
+  struct Choice {
+    bool one_token, stream, wgmma;
+  };
+  for (const Choice& k : {Choice{true, false, false}, Choice{true, true, false}, Choice{false, false, false},
+                          Choice{true, false, true}}) {
+    cuda->set_moe_one_token_kernels(k.one_token);
+    cuda->set_moe_one_token_stream(k.stream);
+    cuda->set_moe_wgmma(k.wgmma);
     for (const ExpertsCase& c : cases) {
-      SCOPED_TRACE(fmt::format("{} (one-token kernels {}, wgmma {})", c.name, one_token, wgmma));
+      SCOPED_TRACE(fmt::format("{} (one-token kernels {}, streamed {}, wgmma {})", c.name, k.one_token, k.stream, k.wgmma));
       expect_experts_match(c);
       if (HasFailure()) break;
     }
   }
   cuda->set_moe_one_token_kernels(true);
+  cuda->set_moe_one_token_stream(backend::CudaOptions{}.moe_one_token_stream);
   cuda->set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
 }
 
@@ -197,15 +203,17 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
   struct Choice {
-    bool tensor_cores, one_token, wgmma;
+    bool tensor_cores, one_token, stream, wgmma;
     const char* label;
   };
-  for (const Choice& k : {Choice{true, true, false, "tensor cores where the widths allow"},
-                          Choice{true, false, false, "tensor cores, one token grouped"},
-                          Choice{true, true, true, "tensor cores, prefill tiles on wgmma"},
-                          Choice{false, true, false, "CUDA cores"}}) {
+  for (const Choice& k : {Choice{true, true, false, false, "tensor cores where the widths allow"},
+                          Choice{true, true, true, false, "tensor cores, one token streamed"},
+                          Choice{true, false, false, false, "tensor cores, one token grouped"},
+                          Choice{true, true, false, true, "tensor cores, prefill tiles on wgmma"},
+                          Choice{false, true, false, false, "CUDA cores"}}) {
     cuda->set_moe_tensor_cores(k.tensor_cores);
     cuda->set_moe_one_token_kernels(k.one_token);
+    cuda->set_moe_one_token_stream(k.stream);
     cuda->set_moe_wgmma(k.wgmma);
     for (const ExpertsCase& c : cases) {
       SCOPED_TRACE(fmt::format("{} ({})", c.name, k.label));
@@ -215,6 +223,7 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   }
   cuda->set_moe_tensor_cores(true);
   cuda->set_moe_one_token_kernels(true);
+  cuda->set_moe_one_token_stream(backend::CudaOptions{}.moe_one_token_stream);
   cuda->set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
 }
 

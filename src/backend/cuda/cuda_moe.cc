@@ -131,6 +131,7 @@ void CudaOps::moe_experts(const MoeExpertsParams& p) {
   cuda::Mxfp4MoeParams params;
   static_cast<cuda::MoeExpertsArgs&>(params) = experts_args(p, experts, ffn);
   params.one_token_kernels = options_.moe_one_token_kernels;
+  params.one_token_stream_sms = options_.moe_one_token_stream ? num_sms_ : 0;
   params.wgmma = options_.moe_wgmma;
   params.gate_up = p.w_gate_up.data_as<uint8_t>();
   params.gate_up_scales = p.w_gate_up_scales.data_as<uint8_t>();
@@ -149,6 +150,7 @@ void CudaOps::moe_experts_bf16(const MoeExpertsParams& p) {
   cuda::Bf16MoeParams params;
   static_cast<cuda::MoeExpertsArgs&>(params) = experts_args(p, experts, ffn);
   params.one_token_kernels = options_.moe_one_token_kernels;
+  params.one_token_stream_sms = options_.moe_one_token_stream ? num_sms_ : 0;
   params.wgmma = options_.moe_wgmma;
   params.gate_up = bf16_ptr(p.w_gate_up);
   params.down = bf16_ptr(p.w_down);

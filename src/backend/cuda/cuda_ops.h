@@ -70,6 +70,10 @@ struct CudaOptions {
   // Routed experts at one token: each choice read directly, the input row from shared memory (else
   // grouped as for larger batches).
   bool moe_one_token_kernels = true;
+  // Those one-token products on CTAs resident for all the choices' rows, walking (choice, m-tile) items with
+  // the next item's weights in flight during this one's reduction (ops/moe_mma.cu), instead of a CTA per
+  // item. Off until measured on a GPU (drift_bench_moe times both).
+  bool moe_one_token_stream = false;
   // Routed experts' prefill tiles (64 tokens, more than 12 pairs an expert) on Hopper's warpgroup MMA (wgmma,
   // the inputs from shared memory) instead of mma.sync (GPT-OSS-20B's experts on an H200: 512 tokens 623 ->
   // 434 us a layer, 4096 3,574 -> 2,426; drift_bench_moe times both).
@@ -184,6 +188,7 @@ class CudaOps final : public Ops {
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
   void set_moe_wgmma(bool on) { options_.moe_wgmma = on; }
+  void set_moe_one_token_stream(bool on) { options_.moe_one_token_stream = on; }
   void set_omitted_families(uint32_t families) { options_.omitted_families = families; }
 
  private:

@@ -198,6 +198,9 @@ struct MoeExpertsArgs {
   float swiglu_limit = 0.0f, swiglu_alpha = 1.702f;
   // One token without grouping, its input row in shared memory (CudaOptions::moe_one_token_kernels).
   bool one_token_kernels = true;
+  // One token's products on CTAs resident for all its choices' rows (CudaOptions::moe_one_token_stream), over
+  // this many SMs; 0: a CTA per (choice, m-tile).
+  int32_t one_token_stream_sms = 0;
   // Prefill-sized tiles on wgmma (CudaOptions::moe_wgmma).
   bool wgmma = false;
 };

@@ -241,6 +241,100 @@ __global__ void __launch_bounds__(kSplitK * 32) moe_decode_kernel(typename Forma
   write_outputs<kProduct>(p, w, tile, row, first_mtile, num_mtiles, g, q, acc);
 }
 
+// One token's products on CTAs that stay resident (CudaOptions::moe_one_token_stream), as the streaming GEMV
+// does for dense rows: the per-(choice, m-tile) CTAs above stream 23 KB each (GPT-OSS) and exit, paying a
+// CTA's start, its input row's copy and its first round trip every time. Here a grid of as many CTAs as fit
+// at once walks the items (choice-major: item = choice * m-tiles + m-tile), stages the inputs once (gate/up:
+// the token's x; down: every choice's activations), and issues an item's first weights before the previous
+// item's reduction and writes.
+struct OneTokenItem {
+  Tile tile;
+  int mtile = 0;
+  int row[1][2];
+  LaneRows<1, 1> rows;
+  bool real = false;  // inside the items and on one of this rank's experts
+};
+
+template <class Format, Product kProduct>
+__device__ __forceinline__ OneTokenItem one_token_item(const typename Format::Params& p, int item, int num_mtiles, int g) {
+  OneTokenItem it;
+  if (item >= p.top_k * num_mtiles) return it;
+  const int choice = item / num_mtiles;
+  it.mtile = item % num_mtiles;
+  it.tile = {__ldcg(p.topk_ids + choice) - p.first_expert, choice, 1, false};
+  it.real = it.tile.expert >= 0 && it.tile.expert < p.num_experts;
+  if (!it.real) return it;
+  warp_rows<kProduct, 1>(p, it.mtile, num_mtiles, g, it.row);
+  weight_rows<Format, kProduct>(p, it.tile.expert, it.row, it.rows);
+  return it;
+}
+
+// grid: at most the CTAs that fit at once (and at most the items); block: kSplitK warps over slices of k;
+// dynamic shared memory: the inputs (hidden values for gate/up, top_k x ffn for down). PDL as the one-token
+// kernels above: gate/up lets its dependents launch after its wait, down reads its choices and issues its
+// first weights before its wait.
+template <class Format, Product kProduct, int kUnroll>
+__global__ void __launch_bounds__(kSplitK * 32) moe_one_token_stream_kernel(typename Format::Params p, MoeWorkspace w) {
+  __shared__ float scratch[kSplitK * 4 * 32];
+  extern __shared__ __align__(16) uint8_t inputs_smem[];
+  constexpr bool kGateUp = kProduct == Product::kGateUp;
+  if constexpr (kGateUp) {
+    pdl_wait();
+    pdl_launch_dependents();
+  } else {
+    pdl_launch_dependents();
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  const int num_mtiles = kGateUp ? p.ffn / 8 : p.hidden / 16, k = kGateUp ? p.hidden : p.ffn;
+  const int steps = int(ceil_div(k, step_values<Format>())), per_slice = (steps + kSplitK - 1) / kSplitK;
+  const int begin = warp * per_slice, end = min(steps, (warp + 1) * per_slice);
+  OneTokenItem it = one_token_item<Format, kProduct>(p, int(blockIdx.x), num_mtiles, g);
+  typename Format::Lane batch[kUnroll];
+  if (it.real) load_one_token_batch<Format, kUnroll>(it.rows, begin, end, q, batch);
+  if constexpr (!kGateUp) pdl_wait();
+  block_copy<uint4>(kGateUp ? p.x : w.act, inputs_smem, int64_t(kGateUp ? k : p.top_k * k) * 2);
+  __syncthreads();
+  const bf16* inputs = reinterpret_cast<const bf16*>(inputs_smem);
+  for (int item = int(blockIdx.x); item < p.top_k * num_mtiles; item += int(gridDim.x)) {
+    float acc[1][1][4] = {};
+    if (it.real)
+      multiply_rows_one_token<Format, kUnroll>(it.rows, begin, end, g, q, inputs + (kGateUp ? 0 : it.tile.start * k),
+                                               batch, acc);
+    const OneTokenItem next = one_token_item<Format, kProduct>(p, item + int(gridDim.x), num_mtiles, g);
+    if (next.real) load_one_token_batch<Format, kUnroll>(next.rows, begin, end, q, batch);
+    if (it.real) {  // the same for every warp of the CTA
+      if (reduce_split_k(acc, scratch)) write_outputs<kProduct>(p, w, it.tile, it.row, it.mtile, num_mtiles, g, q, acc);
+      __syncthreads();  // the next item's reduction rewrites `scratch`
+    }
+    it = next;
+  }
+}
+
+template <class Format, Product kProduct, int kUnroll>
+void launch_one_token_stream(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
+  constexpr auto kernel = moe_one_token_stream_kernel<Format, kProduct, kUnroll>;
+  const bool gate_up = kProduct == Product::kGateUp;
+  const size_t smem = size_t(gate_up ? p.hidden : int64_t(p.top_k) * p.ffn) * 2;
+  int per_sm = 0;
+  DRIFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSplitK * 32, smem));
+  const int64_t items = int64_t(p.top_k) * (gate_up ? p.ffn / 8 : p.hidden / 16);
+  const int64_t ctas = std::min<int64_t>(items, int64_t(std::max(per_sm, 1)) * p.one_token_stream_sms);
+  launch(kernel, unsigned(ctas), kSplitK * 32, smem, stream, p, w);
+}
+
+// Whether one token's products fit the streaming kernels (their inputs within the 48 KB a launch gets
+// without opting in).
+bool one_token_streams(const MoeExpertsArgs& p) {
+  return p.one_token_stream_sms > 0 && int64_t(std::max<int64_t>(p.hidden, int64_t(p.top_k) * p.ffn)) * 2 <= 48 * 1024;
+}
+
+template <class Format, int kUnroll>
+void run_one_token_stream(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
+  launch_one_token_stream<Format, Product::kGateUp, kUnroll>(p, w, stream);
+  launch_one_token_stream<Format, Product::kDown, kUnroll>(p, w, stream);
+  run_moe_combine(moe_pairs(p), w, stream);
+}
+
 // Many tokens per expert (prefill: 64-token tiles; MXFP4 decode: 16). Per step the CTA's 128 weight rows (32 code bytes
 // each) and the tile's inputs go through shared memory by cp.async, kStages steps deep, so that memory
 // latency hides behind the steps in between; the rows' scales are read once. Each warp holds two
@@ -645,7 +739,9 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
   // 2.066 -> 2.023 ms on an H200; two warps a CTA or eight, with three or six steps, were all slower).
   // bf16 lanes hold four times the bytes.
   constexpr int kUnrollOne = Decode::kScaled ? kUnroll1 : 4;
-  if (p.num_tokens == 1 && p.one_token_kernels && std::max(p.hidden, p.ffn) <= kMaxOneTokenWidth)
+  if (p.num_tokens == 1 && p.one_token_kernels && one_token_streams(p))
+    run_one_token_stream<Decode, kUnrollOne>(p, w, stream);
+  else if (p.num_tokens == 1 && p.one_token_kernels && std::max(p.hidden, p.ffn) <= kMaxOneTokenWidth)
     run_products<Decode, 1, 1, kUnrollOne, true>(p, w, stream);
   else if (per_expert <= 4)
     run_products<Decode, 1, 1, kUnroll1, false>(p, w, stream);
