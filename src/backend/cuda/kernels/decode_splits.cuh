@@ -21,7 +21,7 @@ struct SplitKeys {
 
 // cheapest_decode_splits for `most` <= 64 on a warp: each lane costs two counts and the warp keeps the
 // least, in every warp alike, so no barrier is needed.
-__device__ __forceinline__ int fewest_cost_splits(int pairs, int slots, int keys, int most) {
+__device__ __forceinline__ int warp_cheapest_decode_splits(int pairs, int slots, int keys, int most) {
   const int lane = int(threadIdx.x) % 32;
   auto cost = [&](int s) { return s <= most ? decode_split_cost(pairs, slots, keys, s) : INT_MAX; };
   const int c0 = cost(lane + 1), c1 = cost(lane + 33);
@@ -54,8 +54,8 @@ __device__ __forceinline__ SplitKeys split_keys(const AttentionParams& p, int to
   }
   const int num_slots = max(0, last - first);
   s.active = max(1, min(p.num_splits, (num_slots + min_keys - 1) / min_keys));
-  if (p.split_slots > 0)
-    s.active = fewest_cost_splits(p.num_tokens * p.num_kv_heads * p.head_slices, p.split_slots, num_slots, s.active);
+  const int ctas_per_split = p.num_tokens * p.num_kv_heads * p.head_slices;
+  if (p.split_slots > 0) s.active = warp_cheapest_decode_splits(ctas_per_split, p.split_slots, num_slots, s.active);
   const int per_split = (num_slots + s.active - 1) / s.active;
   s.begin = first + split * per_split;
   s.end = min(first + num_slots, s.begin + per_split);
@@ -102,9 +102,10 @@ __device__ __forceinline__ void merge_partials(const AttentionParams& p, int64_t
 }
 
 // The last split's CTA merges the `splits` active splits of its (token, kv head) for its `group` heads from
-// first_head on (the kv head's whole group, or the CTA's slice of it): the splits' (max, sum) pairs come into shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits
-// floats) in one round of loads, a warp per head turns them into normalised weights (the sink joining the
-// softmax), then every output loads all its splits' partials at once. Partials are read through L2.
+// first_head on (the kv head's whole group, or the CTA's slice of it): the splits' (max, sum) pairs come into
+// shared memory (`staging`, 2 x kGroup x kDecodeMaxSplits floats) in one round of loads, a warp per head turns
+// them into normalised weights (the sink joining the softmax), then every output loads all its splits'
+// partials at once. Partials are read through L2.
 template <int kGroup>
 __device__ void merge_group(const AttentionParams& p, int token, int first_head, int group, int splits, float* staging) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
