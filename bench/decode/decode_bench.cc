@@ -729,6 +729,7 @@ struct Options {
   bool moe_wgmma = backend::CudaOptions{}.moe_wgmma;
   bool decode_head_slices = backend::CudaOptions{}.decode_head_slices;
   bool moe_one_token_stream = backend::CudaOptions{}.moe_one_token_stream;
+  bool moe_wgmma_wide = backend::CudaOptions{}.moe_wgmma_wide;
   std::vector<std::string> retrofits{"original"};
   // Issue 16's geometry at the 8B shape: the trained default model's latent fraction (48 of 256 values)
   // and RoPE frequencies kept (1 in 8), DSA-lite's indexer as trained (4 heads x 32) with top-2048.
@@ -762,6 +763,8 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--gemm-autotune", o.gemm_autotune_max_rows,
                  "cuBLASLt products of at most this many rows time a few algorithms on first use (0: off)");
   app.add_option("--moe-wgmma", o.moe_wgmma, "routed experts' prefill tiles on wgmma (CudaOptions::moe_wgmma)");
+  app.add_option("--moe-wgmma-wide", o.moe_wgmma_wide,
+                 "routed experts' wgmma prefill tiles 128 pairs wide (CudaOptions::moe_wgmma_wide)");
   app.add_option("--moe-one-token-stream", o.moe_one_token_stream,
                  "batch-1 routed experts on resident CTAs (CudaOptions::moe_one_token_stream)");
   app.add_option("--decode-head-slices", o.decode_head_slices,
@@ -961,6 +964,7 @@ int run(int argc, char** argv) {
   backend::CudaOps ops({.decode_head_slices = o.decode_head_slices,
                         .moe_one_token_stream = o.moe_one_token_stream,
                         .moe_wgmma = o.moe_wgmma,
+                        .moe_wgmma_wide = o.moe_wgmma_wide,
                         .gemm_autotune_max_rows = o.gemm_autotune_max_rows,
                         .split_kv_max_tokens_per_seq = o.split_kv_max_tokens_per_seq});
   cudaDeviceProp prop{};

@@ -2,7 +2,8 @@
 // batch sizes (and prefill-sized ones: --batch 512 4096); at batch 1 under both kernel choices of the CUDA backend:
 // one token read directly (a CTA per choice and m-tile, or streamed: CudaOptions::moe_one_token_stream) or
 // grouped (CudaOptions::moe_one_token_kernels); where the pairs take prefill tiles
-// (more than 12 an expert) on mma.sync and on wgmma (CudaOptions::moe_wgmma). Each row: microseconds per
+// (more than 12 an expert) on mma.sync, on wgmma (CudaOptions::moe_wgmma) and on wgmma 128 pairs wide
+// (CudaOptions::moe_wgmma_wide). Each row: microseconds per
 // layer (a CUDA graph of back-to-back calls over several layers' experts, so that launch costs are what a decode
 // step's graph pays and the weights come from DRAM), the expert bytes the choices reach over that time against
 // the copy bandwidth measured in the same run, the products' FLOPs over that time against the bf16 matrix rate
@@ -96,14 +97,15 @@ double time_calls(backend::CudaOps& ops, const std::vector<backend::MoeExpertsPa
 }
 
 struct KernelChoice {
-  bool one_token, stream, wgmma;
+  bool one_token, stream, wgmma, wide;
   const char* label;
 };
 
-constexpr KernelChoice kChoices[] = {{false, false, false, "grouped"},
-                                     {true, false, false, "one token"},
-                                     {true, true, false, "one token, streamed"},
-                                     {false, false, true, "grouped, wgmma"}};
+constexpr KernelChoice kChoices[] = {{false, false, false, false, "grouped"},
+                                     {true, false, false, false, "one token"},
+                                     {true, true, false, false, "one token, streamed"},
+                                     {false, false, true, false, "grouped, wgmma"},
+                                     {false, false, true, true, "grouped, wgmma 128 pairs"}};
 
 // The rows of one geometry and batch size.
 std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vector<LayerExperts>& layers, int64_t batch,
@@ -138,6 +140,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
     ops.set_moe_one_token_kernels(k.one_token);
     ops.set_moe_one_token_stream(k.stream);
     ops.set_moe_wgmma(k.wgmma);
+    ops.set_moe_wgmma_wide(k.wide);
     const double us = time_calls(ops, params, 48);
     ops.moe_experts(params[0]);
     const std::vector<float> got = read_bf16(ops, out.view);
@@ -152,6 +155,7 @@ std::string measure(backend::CudaOps& ops, const MoeGeometry& g, const std::vect
   ops.set_moe_one_token_kernels(true);
   ops.set_moe_one_token_stream(backend::CudaOptions{}.moe_one_token_stream);
   ops.set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
+  ops.set_moe_wgmma_wide(backend::CudaOptions{}.moe_wgmma_wide);
   return rows;
 }
 

@@ -159,19 +159,23 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
       {"prefill at hidden 2880, ffn 192 (full and part-full tiles)", 200, 2880, 192, 8, 4, 8, true, 7.0f},
   };
   // Every case with one token read directly (a CTA per item, and streamed: CudaOptions::moe_one_token_stream)
-  // and grouped as larger batches are, and with prefill tiles on mma.sync and on wgmma (CudaOptions::moe_wgmma).
+  // and grouped as larger batches are, and with prefill tiles on mma.sync, on wgmma (CudaOptions::moe_wgmma)
+  // and on wgmma 128 pairs wide (CudaOptions::moe_wgmma_wide).
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
   struct Choice {
-    bool one_token, stream, wgmma;
+    bool one_token, stream, wgmma, wide;
   };
-  for (const Choice& k : {Choice{true, false, false}, Choice{true, true, false}, Choice{false, false, false},
-                          Choice{true, false, true}}) {
+  for (const Choice& k : {Choice{true, false, false, false}, Choice{true, true, false, false},
+                          Choice{false, false, false, false}, Choice{true, false, true, false},
+                          Choice{true, false, true, true}}) {
     cuda->set_moe_one_token_kernels(k.one_token);
     cuda->set_moe_one_token_stream(k.stream);
     cuda->set_moe_wgmma(k.wgmma);
+    cuda->set_moe_wgmma_wide(k.wide);
     for (const ExpertsCase& c : cases) {
-      SCOPED_TRACE(fmt::format("{} (one-token kernels {}, streamed {}, wgmma {})", c.name, k.one_token, k.stream, k.wgmma));
+      SCOPED_TRACE(fmt::format("{} (one-token kernels {}, streamed {}, wgmma {}, wide {})", c.name, k.one_token,
+                               k.stream, k.wgmma, k.wide));
       expect_experts_match(c);
       if (HasFailure()) break;
     }
@@ -179,6 +183,7 @@ TEST_F(CudaMoeTest, Mxfp4ExpertsMatchTheCpu) {
   cuda->set_moe_one_token_kernels(true);
   cuda->set_moe_one_token_stream(backend::CudaOptions{}.moe_one_token_stream);
   cuda->set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
+  cuda->set_moe_wgmma_wide(backend::CudaOptions{}.moe_wgmma_wide);
 }
 
 // bf16 experts (DeepSeek): the CPU runs the same bf16-exact weights in fp32.
@@ -203,18 +208,20 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
   ASSERT_NE(cuda, nullptr);
   struct Choice {
-    bool tensor_cores, one_token, stream, wgmma;
+    bool tensor_cores, one_token, stream, wgmma, wide;
     const char* label;
   };
-  for (const Choice& k : {Choice{true, true, false, false, "tensor cores where the widths allow"},
-                          Choice{true, true, true, false, "tensor cores, one token streamed"},
-                          Choice{true, false, false, false, "tensor cores, one token grouped"},
-                          Choice{true, true, false, true, "tensor cores, prefill tiles on wgmma"},
-                          Choice{false, true, false, false, "CUDA cores"}}) {
+  for (const Choice& k : {Choice{true, true, false, false, false, "tensor cores where the widths allow"},
+                          Choice{true, true, true, false, false, "tensor cores, one token streamed"},
+                          Choice{true, false, false, false, false, "tensor cores, one token grouped"},
+                          Choice{true, true, false, true, false, "tensor cores, prefill tiles on wgmma"},
+                          Choice{true, true, false, true, true, "tensor cores, 128-pair prefill tiles on wgmma"},
+                          Choice{false, true, false, false, false, "CUDA cores"}}) {
     cuda->set_moe_tensor_cores(k.tensor_cores);
     cuda->set_moe_one_token_kernels(k.one_token);
     cuda->set_moe_one_token_stream(k.stream);
     cuda->set_moe_wgmma(k.wgmma);
+    cuda->set_moe_wgmma_wide(k.wide);
     for (const ExpertsCase& c : cases) {
       SCOPED_TRACE(fmt::format("{} ({})", c.name, k.label));
       expect_bf16_experts_match(c);
@@ -225,6 +232,7 @@ TEST_F(CudaMoeTest, Bf16ExpertsMatchTheCpu) {
   cuda->set_moe_one_token_kernels(true);
   cuda->set_moe_one_token_stream(backend::CudaOptions{}.moe_one_token_stream);
   cuda->set_moe_wgmma(backend::CudaOptions{}.moe_wgmma);
+  cuda->set_moe_wgmma_wide(backend::CudaOptions{}.moe_wgmma_wide);
 }
 
 ExpertsInputs CudaMoeTest::random_inputs(const ExpertsCase& c) {

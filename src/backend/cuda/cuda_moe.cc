@@ -133,6 +133,7 @@ void CudaOps::moe_experts(const MoeExpertsParams& p) {
   params.one_token_kernels = options_.moe_one_token_kernels;
   params.one_token_stream_sms = options_.moe_one_token_stream ? num_sms_ : 0;
   params.wgmma = options_.moe_wgmma;
+  params.wgmma_wide = options_.moe_wgmma_wide;
   params.gate_up = p.w_gate_up.data_as<uint8_t>();
   params.gate_up_scales = p.w_gate_up_scales.data_as<uint8_t>();
   params.down = p.w_down.data_as<uint8_t>();
@@ -152,6 +153,7 @@ void CudaOps::moe_experts_bf16(const MoeExpertsParams& p) {
   params.one_token_kernels = options_.moe_one_token_kernels;
   params.one_token_stream_sms = options_.moe_one_token_stream ? num_sms_ : 0;
   params.wgmma = options_.moe_wgmma;
+  params.wgmma_wide = options_.moe_wgmma_wide;
   params.gate_up = bf16_ptr(p.w_gate_up);
   params.down = bf16_ptr(p.w_down);
   if (options_.moe_tensor_cores && cuda::bf16_moe_mma_supports(hidden, ffn, experts))

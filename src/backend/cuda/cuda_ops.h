@@ -78,6 +78,9 @@ struct CudaOptions {
   // the inputs from shared memory) instead of mma.sync (GPT-OSS-20B's experts on an H200: 512 tokens 623 ->
   // 434 us a layer, 4096 3,574 -> 2,426; drift_bench_moe times both).
   bool moe_wgmma = true;
+  // Those wgmma tiles 128 pairs wide where an expert averages 48 pairs or more (its weights decoded once for
+  // twice the tokens; ops/moe_mma.cu). Off until measured on a GPU (drift_bench_moe times both).
+  bool moe_wgmma_wide = false;
   // cuBLASLt products of at most this many rows time the heuristic's best few algorithms on their first
   // call and keep the fastest (0: the heuristic's first pick everywhere).
   int64_t gemm_autotune_max_rows = 256;
@@ -188,6 +191,7 @@ class CudaOps final : public Ops {
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }
   void set_moe_wgmma(bool on) { options_.moe_wgmma = on; }
+  void set_moe_wgmma_wide(bool on) { options_.moe_wgmma_wide = on; }
   void set_moe_one_token_stream(bool on) { options_.moe_one_token_stream = on; }
   void set_omitted_families(uint32_t families) { options_.omitted_families = families; }
 

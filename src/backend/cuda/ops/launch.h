@@ -201,8 +201,10 @@ struct MoeExpertsArgs {
   // One token's products on CTAs resident for all its choices' rows (CudaOptions::moe_one_token_stream), over
   // this many SMs; 0: a CTA per (choice, m-tile).
   int32_t one_token_stream_sms = 0;
-  // Prefill-sized tiles on wgmma (CudaOptions::moe_wgmma).
+  // Prefill-sized tiles on wgmma (CudaOptions::moe_wgmma), of 128 pairs where experts average many
+  // (CudaOptions::moe_wgmma_wide).
   bool wgmma = false;
+  bool wgmma_wide = false;
 };
 // Scratch of either format's launch for up to max_tokens tokens (ops/moe_workspace.h's layout).
 size_t moe_workspace_bytes(int64_t max_tokens, int32_t hidden, int32_t ffn, int32_t num_experts, int32_t top_k);

@@ -509,7 +509,8 @@ __global__ void __launch_bounds__(128) moe_staged_kernel(typename Format::Params
 // lanes hand out k (wgmma_position) in 128-byte-swizzled rows: x permuted once into the workspace
 // (`expert_out`, free until the down product writes it), the activations written so by the gate/up product.
 // Warp w holds m-tiles w and 4 + w of the CTA's eight (rows 16 w.. and 64 + 16 w..).
-// One step of a tile's inputs: 128 bytes a token (8 KB for 64: whole 1024-byte atoms).
+// One step of a tile's inputs: 128 bytes a token (8 KB for 64: whole 1024-byte atoms; 128-pair tiles hold two
+// such halves, each read by its own wgmma).
 template <int kTokens>
 constexpr int wgmma_input_bytes() {
   return kTokens * kStep * 2;
@@ -586,7 +587,7 @@ __device__ __forceinline__ void wgmma_stage_step(const StagedCopies<Format>& cop
 // the warpgroup issues 8 wgmmas (2 halves x 4 chunks) over the stage's input tile and waits for them.
 template <class Format, int kTokens>
 __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* scales, int scales_per_row, int step,
-                                           int warp, int g, int q, float (&acc)[2][kTokens / 2]) {
+                                           int warp, int g, int q, float (&acc)[2][kTokens / 64][32]) {
   uint32_t a[2][4][4];
 #pragma unroll
   for (int m = 0; m < 2; ++m) {
@@ -607,7 +608,10 @@ __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* 
 #pragma unroll
   for (int c = 0; c < 4; ++c)
 #pragma unroll
-    for (int m = 0; m < 2; ++m) wgmma_m64n64k16(acc[m], a[m][c], kmajor_sw128_desc(inputs + 32 * c));
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int h = 0; h < kTokens / 64; ++h)
+        wgmma_m64n64k16(acc[m][h], a[m][c], kmajor_sw128_desc(inputs + h * 64 * 128 + 32 * c));
   wgmma_commit();
   wgmma_wait<0>();
 }
@@ -617,7 +621,7 @@ __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* 
 // (m64n16k16) GPT-OSS-20B's experts at 64 tokens took 208.9 against 206.0 us a layer (H200, 2026-11-29).
 template <class Format, Product kProduct, int kTokens>
 __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params p, MoeWorkspace w) {
-  static_assert(kTokens == 64, "m64n64k16 products");
+  static_assert(kTokens == 64 || kTokens == 128, "m64n64k16 products over one or two halves of the tile");
   constexpr bool kGateUp = kProduct == Product::kGateUp;
   extern __shared__ __align__(16) uint8_t smem_raw[];
   pdl_launch_dependents();
@@ -640,7 +644,7 @@ __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params 
     if (s < steps) wgmma_stage_step<Format, kTokens>(copies, inputs, p.x, s, stage(s));
     cp_async_commit();
   }
-  float acc[2][kTokens / 2] = {};
+  float acc[2][kTokens / 64][32] = {};
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<kStages - 2>();
     fence_proxy_async_shared();  // the copies are seen by the wgmmas' reads of shared memory
@@ -658,7 +662,7 @@ __global__ void __launch_bounds__(128) moe_wgmma_kernel(typename Format::Params 
 #pragma unroll
     for (int j = 0; j < kTokens / 8; ++j)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) frag[0][j][i] = acc[m][4 * j + i];
+      for (int i = 0; i < 4; ++i) frag[0][j][i] = acc[m][j / 8][4 * (j % 8) + i];
     int row[1][2];
     warp_rows<kProduct, 1>(p, mtile, num_mtiles, g, row);
     write_outputs<kProduct, 1, kTokens / 8, true>(p, w, tile, row, mtile, num_mtiles, g, q, frag);
@@ -713,10 +717,17 @@ void run_staged_form(const typename Format::Params& p, const MoeWorkspace& w, cu
   run_moe_combine(moe_pairs(p), w, stream);
 }
 
-// Prefill tiles, on wgmma where CudaOptions::moe_wgmma asks.
+// Prefill tiles, on wgmma where CudaOptions::moe_wgmma asks, of 128 pairs where CudaOptions::moe_wgmma_wide
+// also does and an expert averages kWideTilesFrom pairs or more: each CTA then decodes its weights once for
+// twice the tokens (decoding is per weight and tile, the products per token), and an expert of 50-100 pairs
+// takes one tile where it took two, the second mostly empty (GPT-OSS-20B at prefill 512: 64 on average).
+constexpr int64_t kWideTilesFrom = 48;
+
 template <class Format>
-void run_prefill_tiles(const typename Format::Params& p, const MoeWorkspace& w, cudaStream_t stream) {
-  if (p.wgmma)
+void run_prefill_tiles(const typename Format::Params& p, const MoeWorkspace& w, int64_t per_expert, cudaStream_t stream) {
+  if (p.wgmma && p.wgmma_wide && per_expert >= kWideTilesFrom)
+    run_staged_form<Format, 2 * kStagedTokens, true>(p, w, stream);
+  else if (p.wgmma)
     run_staged_form<Format, kStagedTokens, true>(p, w, stream);
   else
     run_staged_form<Format, kStagedTokens, false>(p, w, stream);
@@ -750,7 +761,7 @@ void run_format(const typename Staged::Params& p, cudaStream_t stream) {
   else if (per_expert <= 12)
     run_products<Decode, 1, 2, kUnroll2, false>(p, w, stream);
   else
-    run_prefill_tiles<Staged>(p, w, stream);
+    run_prefill_tiles<Staged>(p, w, per_expert, stream);
 }
 
 }  // namespace
