@@ -518,7 +518,7 @@ int32_t CudaOps::decode_splits(const cuda::AttentionParams& a) const {
   int64_t max_splits = std::min<int64_t>((max_keys + 31) / 32, cap);
   max_splits = std::min<int64_t>(max_splits, int64_t(options_.attention_workspace_bytes / 4) / per_split_floats);
   const int32_t ctas_per_split = a.num_tokens * a.num_kv_heads * a.head_slices;
-  return cuda::cheapest_decode_splits(ctas_per_split, decode_split_slots(a), int32_t(max_keys), int32_t(max_splits));
+  return cuda::cheapest_decode_splits(ctas_per_split, a.split_slots, int32_t(max_keys), int32_t(max_splits));
 }
 
 int32_t CudaOps::decode_split_slots(const cuda::AttentionParams& a) const {
@@ -603,8 +603,8 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
       a.selected == nullptr && (!decode_ok || (a.num_tokens != a.num_seqs && prefill_ok && !few_per_seq));
   if (prefill) return cuda::run_prefill_attention(a, stream_);
   a.head_slices = decode_head_slices(a);
-  a.num_splits = decode_splits(a);
   a.split_slots = decode_split_slots(a);
+  a.num_splits = decode_splits(a);
   if (a.num_splits > 1) {
     a.partial_out = static_cast<float*>(attention_workspace_.get());
     a.partial_lse = a.partial_out + int64_t(a.num_tokens) * a.num_heads * a.num_splits * a.head_dim;

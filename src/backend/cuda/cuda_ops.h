@@ -200,7 +200,7 @@ class CudaOps final : public Ops {
   // (one token per sequence, or a sparse step) or the tensor-core prefill kernel.
   // max_query_len: PagedAttentionParams::max_query_len (0: unknown).
   void launch_attention(cuda::AttentionParams a, int32_t max_query_len = 0);
-  // Split-KV factor of the decode attention kernel for this step's shapes.
+  // Split-KV factor of the decode attention kernel for this step's shapes (a.head_slices and a.split_slots set).
   int32_t decode_splits(const cuda::AttentionParams& a) const;
   int32_t decode_split_slots(const cuda::AttentionParams& a) const;  // decode CTAs resident at once
   int32_t decode_head_slices(const cuda::AttentionParams& a) const;  // CTAs per (token, kv head) and split

@@ -357,8 +357,8 @@ int decode_attention_ctas_per_sm(int32_t head_dim, int32_t num_heads, int32_t nu
 constexpr int32_t kDecodeMaxSplits = 64;  // the decode kernel's in-launch merge stages this many splits' weights
 
 // What `splits` splits of `keys` keys cost the decode kernel, in keys, with `pairs` CTAs per split (tokens x
-// kv heads x head slices): its waves of CTAs (pairs x splits over the `slots` resident at once) times each CTA's keys plus one 64-key
-// chunk of fixed work. A whole number of waves matters: 512 CTAs on 396 slots (8B at 64 sequences) run as
+// kv heads x head slices): its waves of CTAs (pairs x splits over the `slots` resident at once) times each
+// CTA's keys plus one 64-key chunk of fixed work. A whole number of waves matters: 512 CTAs on 396 slots (8B at 64 sequences) run as
 // two waves, the second a third full, where three splits run four full ones of a third of the keys.
 __host__ __device__ inline int32_t decode_split_cost(int32_t pairs, int32_t slots, int32_t keys, int32_t splits) {
   const int32_t waves = (pairs * splits + slots - 1) / slots;
@@ -367,9 +367,11 @@ __host__ __device__ inline int32_t decode_split_cost(int32_t pairs, int32_t slot
 // The count of 1..most that decode_split_cost ranks first, ties to fewer (less to merge). The decode kernels
 // pick theirs for each sequence's own keys with the same ranking (kernels/decode_splits.cuh).
 inline int32_t cheapest_decode_splits(int32_t pairs, int32_t slots, int32_t keys, int32_t most) {
-  int32_t best = 1;
-  for (int32_t s = 2; s <= most; ++s)
-    if (decode_split_cost(pairs, slots, keys, s) < decode_split_cost(pairs, slots, keys, best)) best = s;
+  int32_t best = 1, best_cost = decode_split_cost(pairs, slots, keys, 1);
+  for (int32_t s = 2; s <= most; ++s) {
+    const int32_t cost = decode_split_cost(pairs, slots, keys, s);
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
   return best;
 }
 // Sparse attention (DSA-lite; p.selected set) runs on the decode kernel for GQA caches and on the latent

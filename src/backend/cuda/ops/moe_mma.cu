@@ -11,6 +11,7 @@
 // Gate/up m-tiles hold 8 gate rows (the mma's rows 0-7) and their 8 up rows (rows 8-15), so a lane's
 // accumulators hold a gate and its up for the same token and the activation needs no exchange.
 #include <algorithm>
+#include <atomic>
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/mma.cuh"
@@ -315,17 +316,25 @@ void launch_one_token_stream(const typename Format::Params& p, const MoeWorkspac
   constexpr auto kernel = moe_one_token_stream_kernel<Format, kProduct, kUnroll>;
   const bool gate_up = kProduct == Product::kGateUp;
   const size_t smem = size_t(gate_up ? p.hidden : int64_t(p.top_k) * p.ffn) * 2;
-  int per_sm = 0;
-  DRIFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSplitK * 32, smem));
+  // CTAs an SM for the last inputs' size (the occupancy API is not asked again on every layer of an eager step).
+  static std::atomic<uint64_t> cached{0};  // smem << 16 | CTAs an SM
+  uint64_t known = cached.load(std::memory_order_relaxed);
+  if (known >> 16 != smem) {
+    int n = 0;
+    DRIFT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSplitK * 32, smem));
+    known = uint64_t(smem) << 16 | uint64_t(std::max(n, 1));
+    cached.store(known, std::memory_order_relaxed);
+  }
+  const int per_sm = int(known & 0xffff);
   const int64_t items = int64_t(p.top_k) * (gate_up ? p.ffn / 8 : p.hidden / 16);
-  const int64_t ctas = std::min<int64_t>(items, int64_t(std::max(per_sm, 1)) * p.one_token_stream_sms);
+  const int64_t ctas = std::min<int64_t>(items, int64_t(per_sm) * p.one_token_stream_sms);
   launch(kernel, unsigned(ctas), kSplitK * 32, smem, stream, p, w);
 }
 
 // Whether one token's products fit the streaming kernels (their inputs within the 48 KB a launch gets
 // without opting in).
 bool one_token_streams(const MoeExpertsArgs& p) {
-  return p.one_token_stream_sms > 0 && int64_t(std::max<int64_t>(p.hidden, int64_t(p.top_k) * p.ffn)) * 2 <= 48 * 1024;
+  return p.one_token_stream_sms > 0 && std::max<int64_t>(p.hidden, int64_t(p.top_k) * p.ffn) * 2 <= 48 * 1024;
 }
 
 template <class Format, int kUnroll>
@@ -584,7 +593,7 @@ __device__ __forceinline__ void wgmma_stage_step(const StagedCopies<Format>& cop
 }
 
 // One step's products: each warp decodes its two m-tiles' A fragments for the step's four k16 chunks, then
-// the warpgroup issues 8 wgmmas (2 halves x 4 chunks) over the stage's input tile and waits for them.
+// the warpgroup issues 8 wgmmas a 64-token half of the tile (2 m-halves x 4 chunks) and waits for them.
 template <class Format, int kTokens>
 __device__ __forceinline__ void wgmma_step(const uint8_t* stage, const uint8_t* scales, int scales_per_row, int step,
                                            int warp, int g, int q, float (&acc)[2][kTokens / 64][32]) {
