@@ -67,6 +67,12 @@ Expected<RetrofitConfig> read_retrofit_config(const std::string& path) {
     MlaLiteConfig m;
     m.rank = *rank;
     DRIFT_ASSIGN_OR_RETURN(m.rope_freqs, metadata_int_list(file, kMetaRopeFreqs));
+    DRIFT_ASSIGN_OR_RETURN(std::optional<int64_t> q_rank, rows_of(file, kMlaLiteQDown));
+    if (q_rank.has_value() != (file.find(retrofit_tensor_name(0, kMlaLiteQUp)) != nullptr))
+      return invalid_argument(fmt::format("retrofit {}: '{}' and '{}' come together", path,
+                                          retrofit_tensor_name(0, kMlaLiteQDown), retrofit_tensor_name(0, kMlaLiteQUp)));
+    m.q_rank = q_rank.value_or(0);
+    m.own_k_rope = file.find(retrofit_tensor_name(0, kMlaLiteKRope)) != nullptr;
     r.mla_lite = m;
   }
   DRIFT_ASSIGN_OR_RETURN(std::optional<int64_t> index_dim, rows_of(file, kDsaIndexK));

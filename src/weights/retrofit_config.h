@@ -21,6 +21,11 @@ struct ModelConfig;
 struct MlaLiteConfig {
   int64_t rank = 0;                // d_c: latent values per token per layer
   std::vector<int32_t> rope_freqs; // frequency indices (into rotary_dim / 2) whose K features keep RoPE
+  // Trained query and positional-key weights the frozen model gets with the latent (both optional, folded
+  // into the layer's projections at load): the rank of q_proj's adapter q_up q_down (0: none), and whether
+  // the kept K rows are the file's rather than k_proj's.
+  int64_t q_rank = 0;
+  bool own_k_rope = false;
 
   int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }  // per KV head
 };
@@ -42,6 +47,10 @@ struct RetrofitConfig {
 inline constexpr const char* kMlaLiteKvDown = "mla_lite.kv_down.weight";  // [d_c, hidden]
 inline constexpr const char* kMlaLiteKUp = "mla_lite.k_up.weight";        // [kv_heads * (head_dim - rope_dim), d_c]
 inline constexpr const char* kMlaLiteVUp = "mla_lite.v_up.weight";        // [kv_heads * head_dim, d_c]
+inline constexpr const char* kMlaLiteQDown = "mla_lite.q_down.weight";    // [q_rank, hidden]
+inline constexpr const char* kMlaLiteQUp = "mla_lite.q_up.weight";        // [heads * head_dim, q_rank]
+// Per KV head its kept features in rope_feature_split()'s order (tools/retrofit's rope_split).
+inline constexpr const char* kMlaLiteKRope = "mla_lite.k_rope.weight";    // [kv_heads * rope_dim, hidden]
 inline constexpr const char* kDsaIndexQ = "dsa_lite.index_q.weight";      // [index_heads * d_idx, hidden]
 inline constexpr const char* kDsaIndexK = "dsa_lite.index_k.weight";      // [d_idx, hidden]
 inline constexpr const char* kDsaIndexW = "dsa_lite.index_w.weight";      // [index_heads, hidden]

@@ -187,9 +187,10 @@ TEST(RetrofitTest, BothRetrofitsGiveTheSameLogitsChunkedAndOnOtherBlocks) {
   }
 }
 
-// tools/retrofit/make_fixture.py: a PCA-initialised MLA-lite (d_c 16, RoPE on 2 of 8 frequencies) plus a
-// DSA-lite indexer (top-k 8) of the llama fixture, and the logits the tool's own PyTorch forward gives: the
-// tool and the engine agree on the file's layout, the partial RoPE, the latent and the top-k rule.
+// tools/retrofit/make_fixture.py: a PCA-initialised MLA-lite (d_c 16, RoPE on 2 of 8 frequencies, a rank-3
+// query adapter and kept K rows of its own) plus a DSA-lite indexer (top-k 8) of the llama fixture, and the
+// logits the tool's own PyTorch forward gives: the tool and the engine agree on the file's layout, the partial
+// RoPE, the latent, the folded query adapter and the top-k rule.
 TEST(RetrofitTest, EngineMatchesTheToolsLogits) {
   const std::string dir = fixture_dir("llama");
   const std::string fixtures = std::string(DRIFT_FIXTURES_DIR) + "/retrofit/";
@@ -262,12 +263,21 @@ TEST(RetrofitTest, BadRetrofitFilesAreRefusedByName) {
   const std::string too_wide = retrofit_path("wide", {.rank = 61, .rope_freqs = {0, 1}}, dir);
   EXPECT_NE(load_error(dir, too_wide).find("d_c = 61"), std::string::npos);
   EXPECT_NE(load_error(fixture_dir("qwen3"), good).find("qk_norm"), std::string::npos);
+  // A query adapter is both its halves; its kept K rows are G x rope_dim of them.
+  const std::string adapted = retrofit_path("adapted", {.rank = 16, .rope_freqs = {0, 1}, .q_rank = 2, .own_k_rope = true}, dir);
+  ASSERT_EQ(load_error(dir, adapted), "");
+  const std::string q_up = "model.layers.0.self_attn.mla_lite.q_up.weight";
+  EXPECT_NE(load_error(dir, damaged(adapted, q_up, "")).find("come together"), std::string::npos);
+  const std::string k_rope = "model.layers.1.self_attn.mla_lite.k_rope.weight";
+  EXPECT_NE(load_error(dir, damaged(adapted, "", k_rope)).find(k_rope), std::string::npos);
 }
 
 #ifdef DRIFT_TEST_CUDA_SUPPORT
 TEST(RetrofitCudaTest, BothRetrofitsRunAndMatchTheCpu) {
   const std::string dir = partial_rope_llama();
-  const std::string lite = retrofit_path("cuda_lite", {.rank = 40, .rope_freqs = {0, 1}}, dir);
+  // With a query adapter and kept K rows of its own: folded at load, so the GPU's projections carry them too.
+  const std::string lite =
+      retrofit_path("cuda_lite", {.rank = 40, .rope_freqs = {0, 1}, .q_rank = 3, .own_k_rope = true}, dir);
   // top_k over the prompt: every position is kept, so CPU and GPU attend alike (the op tests hold the
   // choice itself to the CPU's).
   const std::string sparse = retrofit_path("cuda_dsa", {.mla_lite = false, .dsa_lite = true, .top_k = 64}, dir);

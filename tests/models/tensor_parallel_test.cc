@@ -151,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
 // The retrofits split over ranks as the model's own attention does: each rank's share of the query heads
 // reads the replicated latent and RoPE parts (MLA-lite) and the top-k of the replicated indexer (DSA-lite),
 // and the logits are one rank's within kTolerance, both through chunks of 5 — on Llama (its 4 heads over 2 and
-// over 4 ranks, the latter with the 2 KV heads' groups shared) and on Qwen2 (3 of its 6 heads a rank,
+// over 4 ranks, the latter with the 2 KV heads' groups shared; a query adapter split with its heads) and on Qwen2 (3 of its 6 heads a rank,
 // q/k/v biases carried, V's folded into o_proj's per rank).
 struct RetrofitSplitCase {
   const char* fixture;
@@ -189,6 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
     // A cut rank keeps the latent's first features, K's: a cut must reach past them to keep some of V.
     ::testing::Values(RetrofitSplitCase{"llama", 2, {.rope_freqs = {0, 1, 5}}, "mla_lite_llama_tp2"},
                       RetrofitSplitCase{"llama", 4, {.rope_freqs = {0, 3}}, "mla_lite_llama_tp4"},
+                      RetrofitSplitCase{"llama", 2, {.rank = 20, .rope_freqs = {1, 2}, .q_rank = 3, .own_k_rope = true},
+                                        "mla_lite_trained_queries_llama_tp2"},
                       RetrofitSplitCase{"llama", 2, {.mla_lite = false, .dsa_lite = true, .top_k = 12}, "dsa_lite_llama_tp2"},
                       RetrofitSplitCase{"qwen2", 2, {.rank = 40, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12},
                                         "both_qwen2_tp2"}),

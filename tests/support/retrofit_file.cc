@@ -53,6 +53,39 @@ std::vector<float> identity_block(int64_t first, int64_t rows, int64_t rank) {
   return m;
 }
 
+std::vector<float> draw_normal(std::mt19937_64& rng, float stddev, int64_t n) {
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// The query adapter (q_up q_down) and the file's own kept K rows of one layer, as the recipe asks.
+Status add_trained_queries(model::WeightLoader& loader, const weights::ModelConfig& c, const RetrofitRecipe& recipe,
+                           const model::RopeFeatureSplit& split, int64_t layer, std::mt19937_64& rng,
+                           std::vector<weights::TensorToWrite>& out) {
+  const int64_t g = c.num_kv_heads, d = c.head_dim, hidden = c.hidden_size, rq = recipe.q_rank;
+  if (rq > 0) {
+    out.push_back(f32_tensor(weights::retrofit_tensor_name(layer, weights::kMlaLiteQDown),
+                             draw_normal(rng, 0.3f, rq * hidden), {rq, hidden}));
+    out.push_back(f32_tensor(weights::retrofit_tensor_name(layer, weights::kMlaLiteQUp),
+                             draw_normal(rng, 0.1f, c.num_heads * d * rq), {c.num_heads * d, rq}));
+  }
+  if (!recipe.own_k_rope) return Status::Ok();
+  const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> k, loader.read_host(p + "k_proj.weight", {g * d, hidden}));
+  std::vector<float> rows;
+  const std::vector<float> scales = draw_normal(rng, 0.2f, g * int64_t(split.rope.size()));
+  for (int64_t head = 0; head < g; ++head)
+    for (size_t i = 0; i < split.rope.size(); ++i) {
+      const float scale = 1.0f + scales[size_t(head) * split.rope.size() + i];
+      for (int64_t j = 0; j < hidden; ++j) rows.push_back(scale * k[size_t((head * d + split.rope[i]) * hidden + j)]);
+    }
+  out.push_back(f32_tensor(weights::retrofit_tensor_name(layer, weights::kMlaLiteKRope), rows,
+                           {g * int64_t(split.rope.size()), hidden}));
+  return Status::Ok();
+}
+
 Status add_mla_lite(model::WeightLoader& loader, const weights::ModelConfig& c, const RetrofitRecipe& recipe,
                     std::vector<weights::TensorToWrite>& out, std::map<std::string, std::string>& meta) {
   model::MlaLiteSpec spec;
@@ -66,6 +99,7 @@ Status add_mla_lite(model::WeightLoader& loader, const weights::ModelConfig& c, 
   }
   const model::RopeFeatureSplit split = model::rope_feature_split(spec);
   const int64_t g = c.num_kv_heads, nope = int64_t(split.nope.size()), hidden = c.hidden_size;
+  std::mt19937_64 rng(recipe.seed + 7);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DRIFT_ASSIGN_OR_RETURN(LatentBasis b, latent_basis(loader, c, layer, split));
     const int64_t rank = recipe.rank > 0 ? recipe.rank : b.full_rank;
@@ -76,6 +110,7 @@ Status add_mla_lite(model::WeightLoader& loader, const weights::ModelConfig& c, 
                              {g * nope, rank}));
     out.push_back(f32_tensor(weights::retrofit_tensor_name(layer, weights::kMlaLiteVUp),
                              identity_block(g * nope, g * c.head_dim, rank), {g * c.head_dim, rank}));
+    DRIFT_RETURN_IF_ERROR(add_trained_queries(loader, c, recipe, split, layer, rng, out));
   }
   meta[weights::kMetaRopeFreqs] = fmt::format("{}", fmt::join(spec.rope_freqs, ","));
   return Status::Ok();
@@ -84,12 +119,7 @@ Status add_mla_lite(model::WeightLoader& loader, const weights::ModelConfig& c, 
 void add_dsa_lite(const weights::ModelConfig& c, const RetrofitRecipe& r, std::vector<weights::TensorToWrite>& out,
                   std::map<std::string, std::string>& meta) {
   std::mt19937_64 rng(r.seed);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  const auto draw = [&](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = normal(rng);
-    return v;
-  };
+  const auto draw = [&](int64_t n) { return draw_normal(rng, 0.3f, n); };
   const int64_t hidden = c.hidden_size;
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     out.push_back(f32_tensor(weights::retrofit_tensor_name(layer, weights::kDsaIndexQ),

@@ -8,8 +8,9 @@
 #   test   `run_cuda_checks.sh test`, models_test's Retrofit* (CUDA = CPU with each retrofit), and `drift
 #          perplexity` on CUDA of the default model alone and with each file in .retrofit-files/ (trained files
 #          brought back from a sweep). carry: [".gpu-sysroot.tar.xz", ".retrofit-files"].
-#   sweep "ARGS" "ARGS" ...  one retrofit.py run per quoted argument list, side by side on the GPU (the
-#          15M model leaves it mostly idle), each with its own table. carry: [".corpus-device"].
+#   sweep "ARGS" "ARGS" ...  one retrofit.py run per quoted argument list (at most 6), side by side on the GPU
+#          (the 15M model leaves it mostly idle), each with its own table and retrofits_run{j}.tar.gz.
+#          carry: [".corpus-device"].
 #   bench  the Llama-3.1-8B speed table: attention alone (drift_bench_mla at MLA-lite's geometry, drift_bench_dsa)
 #          and whole decode steps (drift_bench_decode --retrofit original mla-lite dsa-lite both) at batch 1 x 32k
 #          and batch 64 x 8k. carry: [".gpu-sysroot.tar.xz"].
@@ -78,7 +79,9 @@ elif [ "$MODE" = sweep ]; then
     echo "== run $j: ${*:j:1}"
     grep -E "^\| (mla|dsa|both)" "$WORK/run$j.log" || tail -5 "$WORK/run$j.log"
   done >"$WORK/summary.txt"
-  tar -C "$WORK" -czf "$FINAL_OUT/retrofits.tar.gz" $(cd "$WORK" && ls run*/*.safetensors 2>/dev/null)
+  for j in $(seq 1 $i); do  # one tarball a run: all together pass the 16 MiB a file may bring back
+    tar -C "$WORK" -czf "$FINAL_OUT/retrofits_run$j.tar.gz" $(cd "$WORK" && ls run$j/*.safetensors 2>/dev/null)
+  done
 elif [ "$MODE" = bench ]; then
   . tools/gpu/setup.sh
   configure_build . build-gpu -DDRIFT_TESTS=OFF -DDRIFT_BENCH=ON || exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """CPU self-check of the retrofit math (no corpus, no tokenizer; seconds on the 15M model):
-- a full-rank MLA-lite init with every RoPE frequency kept gives the original logits;
+- a full-rank MLA-lite init with every RoPE frequency kept gives the original logits (also with a query
+  adapter and its own kept K rows, which start as no change);
 - DSA-lite with top_k >= the context gives the original logits;
 - select_mask keeps exactly what a brute-force loop over the rule keeps;
 then writes an untrained MLA-lite (d_c 48, 4 frequencies) + DSA-lite file for `drift perplexity --retrofit`.
@@ -49,11 +50,13 @@ def main():
 
     half = cfg.rotary_dim // 2
     full_rank = cfg.kv_heads * (2 * cfg.head_dim - 2 * half)
-    exact = Retrofit(cfg, rank=full_rank, freqs=range(half))
-    init.init_mla_lite(model, exact, inputs)
-    err = (model.forward(ids, exact, mla=True)[0] - base).abs().max().item() / scale
-    print(f"full-rank MLA-lite: max |logit error| / max |logit| = {err:.2e}")
-    assert err < 1e-4
+    for q_rank, k_rope in [(0, False), (8, True)]:
+        exact = Retrofit(cfg, rank=full_rank, freqs=range(half), q_rank=q_rank, k_rope=k_rope)
+        init.init_mla_lite(model, exact, inputs)
+        err = (model.forward(ids, exact, mla=True)[0] - base).abs().max().item() / scale
+        print(f"full-rank MLA-lite (query adapter rank {q_rank}, own kept K rows {k_rope}): "
+              f"max |logit error| / max |logit| = {err:.2e}")
+        assert err < 1e-4
 
     dense = Retrofit(cfg, index_heads=2, index_dim=16, top_k=48, sink=1, window=4)
     init.init_indexer(model, dense, inputs)

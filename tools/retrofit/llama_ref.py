@@ -1,9 +1,11 @@
 """A Llama/Qwen2-style GQA decoder in plain PyTorch with the retrofits the engine runs (the same math as
 src/model/layers/mla_lite_attention.h and dsa_indexer.h), so that only the new weights train:
 
-- MLA-lite: partial RoPE (the kept frequencies' K features stay the original k_proj rows, rotated) plus one
-  d_c latent per token, k_nope = k_up c and v = v_up c. Trained in the unabsorbed form, which is the same
-  function as the engine's absorbed one.
+- MLA-lite: partial RoPE (the kept frequencies' K features, rotated) plus one d_c latent per token,
+  k_nope = k_up c and v = v_up c. Trained in the unabsorbed form, which is the same function as the engine's
+  absorbed one. Optionally the retrofit also carries a low-rank query adapter (q_proj + q_up q_down) and its
+  own kept K rows (k_rope, from k_proj's): new weights that let the frozen model's queries and positional keys
+  adapt to the RoPE the latent dropped; the engine folds both at load, so they cost nothing at run time.
 - DSA-lite: per layer an indexer, I[t, s] = sum_j w_j(x_t) relu(q_j(x_t) . k(x_s)); each query keeps the
   first `sink` positions, the last `window` up to itself and the best others until `top_k` (ties: the lower
   position), and attends over those only.
@@ -83,15 +85,25 @@ def rms_norm(x, w, eps):
 class Retrofit(nn.Module):
     """The new weights: per layer kv_down/k_up/v_up (MLA-lite) and index_q/index_k/index_w (DSA-lite)."""
 
-    def __init__(self, cfg, rank=0, freqs=(), index_heads=0, index_dim=0, top_k=0, sink=0, window=0):
+    def __init__(self, cfg, rank=0, freqs=(), index_heads=0, index_dim=0, top_k=0, sink=0, window=0, q_rank=0,
+                 k_rope=False):
         super().__init__()
-        self.rank, self.freqs = rank, list(freqs)
+        self.rank, self.freqs, self.q_rank = rank, list(freqs), q_rank
         self.top_k, self.sink, self.window = top_k, sink, window
         g, d, h = cfg.kv_heads, cfg.head_dim, cfg.hidden
         nope = d - 2 * len(self.freqs)
         self.kv_down = nn.ParameterList([nn.Parameter(torch.zeros(rank, h)) for _ in range(cfg.layers)]) if rank else None
         self.k_up = nn.ParameterList([nn.Parameter(torch.zeros(g * nope, rank)) for _ in range(cfg.layers)]) if rank else None
         self.v_up = nn.ParameterList([nn.Parameter(torch.zeros(g * d, rank)) for _ in range(cfg.layers)]) if rank else None
+        # The query adapter starts as no change (q_up = 0) with q_down random, as LoRA does; k_rope is set
+        # from k_proj's kept rows by init.init_mla_lite.
+        qa = rank and q_rank
+        self.q_down = nn.ParameterList([nn.Parameter(torch.randn(q_rank, h) / math.sqrt(h))
+                                        for _ in range(cfg.layers)]) if qa else None
+        self.q_up = nn.ParameterList([nn.Parameter(torch.zeros(cfg.heads * d, q_rank))
+                                      for _ in range(cfg.layers)]) if qa else None
+        self.k_rope = nn.ParameterList([nn.Parameter(torch.zeros(g * 2 * len(self.freqs), h))
+                                        for _ in range(cfg.layers)]) if rank and k_rope else None
         self.index_heads, self.index_dim = index_heads, index_dim
         mk = lambda rows: nn.ParameterList([nn.Parameter(torch.zeros(rows, h)) for _ in range(cfg.layers)])  # noqa: E731
         self.index_q = mk(index_heads * index_dim) if index_heads else None
@@ -99,7 +111,8 @@ class Retrofit(nn.Module):
         self.index_w = mk(index_heads) if index_heads else None
 
     def mla_parameters(self):
-        return [] if self.kv_down is None else [*self.kv_down, *self.k_up, *self.v_up]
+        extra = [*(self.q_down or []), *(self.q_up or []), *(self.k_rope or [])]
+        return [] if self.kv_down is None else [*self.kv_down, *self.k_up, *self.v_up, *extra]
 
     def index_parameters(self):
         return [] if self.index_q is None else [*self.index_q, *self.index_k, *self.index_w]
@@ -112,6 +125,11 @@ class Retrofit(nn.Module):
                 out[name.format(i, "mla_lite.kv_down.weight")] = self.kv_down[i].float()
                 out[name.format(i, "mla_lite.k_up.weight")] = self.k_up[i].float()
                 out[name.format(i, "mla_lite.v_up.weight")] = self.v_up[i].float()
+            if self.q_down is not None:
+                out[name.format(i, "mla_lite.q_down.weight")] = self.q_down[i].float()
+                out[name.format(i, "mla_lite.q_up.weight")] = self.q_up[i].float()
+            if self.k_rope is not None:
+                out[name.format(i, "mla_lite.k_rope.weight")] = self.k_rope[i].float()
             if self.index_q is not None:
                 out[name.format(i, "dsa_lite.index_q.weight")] = self.index_q[i].float()
                 out[name.format(i, "dsa_lite.index_k.weight")] = self.index_k[i].float()
@@ -174,12 +192,20 @@ class Model(nn.Module):
         cfg, w, p = self.cfg, self.w, f"model.layers.{i}.self_attn."
         b, t, _ = x.shape
         h, g, d = cfg.heads, cfg.kv_heads, cfg.head_dim
-        q_plain = (x @ w[p + "q_proj.weight"].t()).view(b, t, h, d)
+        q_plain = x @ w[p + "q_proj.weight"].t()
+        k_plain = (x @ w[p + "k_proj.weight"].t()).view(b, t, g, d)
+        if mla:
+            rope, nope = rope_split(cfg, retro.freqs)
+            if retro.q_down is not None:
+                q_plain = q_plain + (x @ retro.q_down[i].t().to(x.dtype)) @ retro.q_up[i].t().to(x.dtype)
+            if retro.k_rope is not None:
+                k_plain = k_plain.clone()
+                k_plain[..., rope] = (x @ retro.k_rope[i].t().to(x.dtype)).view(b, t, g, len(rope)).to(k_plain.dtype)
+        q_plain = q_plain.view(b, t, h, d)
         q = rotate(q_plain, cos, sin, cfg.rotary_dim)
-        k = rotate((x @ w[p + "k_proj.weight"].t()).view(b, t, g, d), cos, sin, cfg.rotary_dim)
+        k = rotate(k_plain, cos, sin, cfg.rotary_dim)
         if mla:
             # RoPE stays on the kept frequencies only; the rest of K (and all of V) comes from the latent.
-            rope, nope = rope_split(cfg, retro.freqs)
             c = x @ retro.kv_down[i].t().to(x.dtype)
             k_lite = torch.zeros_like(k)
             k_lite[..., rope] = k[..., rope]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The committed cross-check of tool and engine: an MLA-lite + DSA-lite retrofit of the tiny llama fixture,
 initialised by init.py from random calibration tokens (not identity: a PCA latent that drops RoPE from all
-but two frequencies, an indexer that prunes), and the logits this tool's forward gives for one prompt.
+but two frequencies, an indexer that prunes; a rank-3 query adapter and kept K rows moved off k_proj's, as
+training would leave them), and the logits this tool's forward gives for one prompt.
 tests/models/retrofit_test.cc loads both and checks the engine's logits against these.
 
     /usr/bin/python3 tools/retrofit/make_fixture.py   # writes tests/fixtures/retrofit/llama_*.safetensors
@@ -26,8 +27,12 @@ def main():
     calibration = torch.randint(3, model.cfg.vocab, (4, 64))
     inputs = init.layer_inputs(model, calibration)
     retro = Retrofit(model.cfg, rank=16, freqs=init.choose_freqs(model, inputs, 2), index_heads=2, index_dim=8,
-                     top_k=8, sink=1, window=3)
+                     top_k=8, sink=1, window=3, q_rank=3, k_rope=True)
     init.init_mla_lite(model, retro, inputs)
+    with torch.no_grad():
+        for up, k_rope in zip(retro.q_up, retro.k_rope):
+            up.copy_(0.05 * torch.randn_like(up))
+            k_rope.mul_(1.0 + 0.2 * torch.randn_like(k_rope))
     init.init_indexer(model, retro, inputs)
     ids = torch.randint(3, model.cfg.vocab, (1, 24))
     with torch.no_grad():

@@ -3,7 +3,7 @@
 frozen and only the new weights train.
 
     python3 tools/retrofit/retrofit.py --model models/default --corpus .corpus --out OUT \\
-        [--ranks 96,32] [--freqs 8] [--top-ks 64,32,128] [--index-heads 4 --index-dim 32] \\
+        [--ranks 120,56] [--freqs 2] [--q-rank 64] [--no-k-rope] [--top-ks 64,32,128] [--index-heads 4 --index-dim 32] \\
         [--mla-seconds 150 --index-seconds 120 --both-seconds 100]
 
 For each rank d_c: init (init.py), bits/byte untrained, distillation (logit KL + hidden-state MSE to the
@@ -163,7 +163,8 @@ def kv_values_per_token(cfg, rank=0, freqs=0, index_dim=0):
 
 
 def run_mla(args, model, data, inputs, stream, rank):
-    retro = Retrofit(model.cfg, rank=rank, freqs=init.choose_freqs(model, inputs, args.freqs)).to(model.device)
+    retro = Retrofit(model.cfg, rank=rank, freqs=init.choose_freqs(model, inputs, args.freqs), q_rank=args.q_rank,
+                     k_rope=args.k_rope).to(model.device)
     init.init_mla_lite(model, retro, inputs)
     row = {"kind": "mla_lite", "rank": rank, "rope_freqs": retro.freqs,
            "kv_values_per_token": kv_values_per_token(model.cfg, rank, args.freqs)}
@@ -180,7 +181,8 @@ def run_mla(args, model, data, inputs, stream, rank):
 def indexer_retrofit(args, model, inputs, mla_retro=None):
     r = Retrofit(model.cfg, rank=mla_retro.rank if mla_retro else 0, freqs=mla_retro.freqs if mla_retro else (),
                  index_heads=args.index_heads, index_dim=args.index_dim, top_k=args.top_ks[0], sink=args.sink,
-                 window=args.window).to(model.device)
+                 window=args.window, q_rank=mla_retro.q_rank if mla_retro else 0,
+                 k_rope=mla_retro is not None and mla_retro.k_rope is not None).to(model.device)
     init.init_indexer(model, r, inputs)
     if mla_retro is not None:
         with torch.no_grad():
@@ -245,10 +247,15 @@ def main():
     ap.add_argument("--corpus", default=".corpus")
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    # Defaults from the sweep on the default model (bench/RESULTS.md, 2026-11-27): at 4x smaller KV, 8 kept
-    # frequencies and d_c 32 beat 4 and 48 (+14% vs +21% bits/byte), and lr 1e-3 beat 5e-4.
-    ap.add_argument("--ranks", default="96,32", help="d_c values; the one nearest 4x smaller KV joins DSA-lite")
-    ap.add_argument("--freqs", type=int, default=8, help="RoPE frequencies kept per KV head (2 features each)")
+    # Defaults from the sweeps on the default model (bench/RESULTS.md, 2026-11-27 and 2026-11-29): with the
+    # query adapter and trained kept K rows, 2 kept frequencies and d_c 56 beat 4/48 and 8/32 at 4x smaller KV
+    # (+4.0% vs +4.6% and +7.0% bits/byte), a rank-64 adapter is within 1% of a full-rank one, lr 1e-3 beat 2e-3.
+    ap.add_argument("--ranks", default="120,56", help="d_c values; the one nearest 4x smaller KV joins DSA-lite")
+    ap.add_argument("--freqs", type=int, default=2, help="RoPE frequencies kept per KV head (2 features each)")
+    ap.add_argument("--q-rank", type=int, default=64,
+                    help="MLA-lite: rank of a trained query adapter q_proj + q_up q_down (0: the model's queries)")
+    ap.add_argument("--k-rope", action=argparse.BooleanOptionalAction, default=True,
+                    help="MLA-lite: train the kept RoPE rows of K (from k_proj's)")
     ap.add_argument("--top-ks", default="64,32,128", help="DSA-lite k values (the first file is written with 64)")
     ap.add_argument("--index-heads", type=int, default=4)
     ap.add_argument("--index-dim", type=int, default=32)

@@ -78,6 +78,35 @@ Expected<Linear> load_o_proj_with_v_bias(WeightLoader& loader, const std::string
   return upload_linear(loader, o_w, o_b, hidden, h * d);
 }
 
+// q_proj's rows of this rank's heads [H * head_dim, hidden], plus the retrofit's query adapter q_up q_down
+// when it has one: a trained change of the queries, folded here so that it costs nothing per step.
+Expected<std::vector<float>> load_q_weight(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s,
+                                           const Shard& my_heads) {
+  const int64_t heads = s.num_heads, d = s.head_dim, hidden = s.hidden;
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(prefix + ".q_proj.weight", {heads, d, hidden}, my_heads));
+  if (s.q_rank == 0) return q_w;
+  const int64_t rq = s.q_rank, rows = s.local_heads() * d;
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> down, loader.read_host(prefix + "." + weights::kMlaLiteQDown, {rq, hidden}));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> up, loader.read_host(prefix + "." + weights::kMlaLiteQUp, {heads, d, rq}, my_heads));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < rq; ++k) {
+      const float u = up[size_t(i * rq + k)];
+      const float* dr = down.data() + k * hidden;
+      float* qr = q_w.data() + i * hidden;
+      for (int64_t j = 0; j < hidden; ++j) qr[j] += u * dr[j];
+    }
+  return q_w;
+}
+
+// The kept K rows [G * r, hidden]: the retrofit's own when it has them, else k_proj's.
+Expected<std::vector<float>> load_k_rope_weight(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s,
+                                                const RopeFeatureSplit& split) {
+  const int64_t g = s.num_kv_heads, d = s.head_dim, hidden = s.hidden;
+  if (s.own_k_rope) return loader.read_host(prefix + "." + weights::kMlaLiteKRope, {g * s.rope_dim(), hidden});
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_w, loader.read_host(prefix + ".k_proj.weight", {g * d, hidden}));
+  return take_rows(k_w, g, d, split.rope, hidden);
+}
+
 }  // namespace
 
 MlaLiteSpec mla_lite_spec(const weights::ModelConfig& c) {
@@ -89,6 +118,8 @@ MlaLiteSpec mla_lite_spec(const weights::ModelConfig& c) {
   s.head_dim = c.head_dim;
   s.rank = m.rank;
   s.rope_freqs = m.rope_freqs;
+  s.q_rank = m.q_rank;
+  s.own_k_rope = m.own_k_rope;
   s.rotary_dim = c.rope.rotary_dim;
   s.interleaved = c.rope.interleaved;
   s.qkv_bias = c.attention_bias;
@@ -148,13 +179,13 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
     DRIFT_ASSIGN_OR_RETURN(q_b, loader.read_host(prefix + ".q_proj.bias", {heads, d}, my_heads));
     DRIFT_ASSIGN_OR_RETURN(k_b, loader.read_host(prefix + ".k_proj.bias", {g * d}));
   }
-  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, loader.read_host(prefix + ".q_proj.weight", {heads, d, hidden}, my_heads));
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> q_w, load_q_weight(loader, prefix, spec, my_heads));
   DRIFT_ASSIGN_OR_RETURN(a.q_nope_proj_, upload_linear(loader, take_rows(q_w, h, d, split.nope, hidden),
                                                        take_bias(q_b, h, d, split.nope), h * nope, hidden));
   DRIFT_ASSIGN_OR_RETURN(a.q_rope_proj_, upload_linear(loader, take_rows(q_w, h, d, split.rope, hidden),
                                                        take_bias(q_b, h, d, split.rope), h * r, hidden));
-  DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_w, loader.read_host(prefix + ".k_proj.weight", {g * d, hidden}));
-  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_linear(loader, take_rows(k_w, g, d, split.rope, hidden),
+  DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_rope_w, load_k_rope_weight(loader, prefix, spec, split));
+  DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_linear(loader, k_rope_w,
                                                        take_bias(k_b, g, d, split.rope), g * r, hidden));
 
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> down, loader.read_host(prefix + "." + weights::kMlaLiteKvDown, {rank, hidden}));

@@ -33,6 +33,8 @@ struct MlaLiteSpec {
   int64_t hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t rank = 0;                 // d_c
   std::vector<int32_t> rope_freqs;  // kept frequency indices, in the order of the rope table's columns
+  int64_t q_rank = 0;               // the retrofit's query adapter, folded into q_proj at load (0: none)
+  bool own_k_rope = false;          // the kept K rows come from the retrofit, not from k_proj
   int64_t rotary_dim = 0;           // the model's RoPE width per head
   bool interleaved = false;         // the model's RoPE pairs (2i, 2i+1) rather than halves
   bool qkv_bias = false;            // the model's q/k/v biases (attention_bias), carried as load() says
@@ -77,8 +79,8 @@ struct MlaLiteScratch {
 class MlaLiteAttention {
  public:
   // Reads q_proj, k_proj (its kept RoPE rows) and o_proj under `prefix`, with q/k/v biases when the model
-  // has them (v's folded into o_proj's bias), and the retrofit's kv_down, k_up and v_up; lays out the
-  // absorbed per-head matrices.
+  // has them (v's folded into o_proj's bias), and the retrofit's kv_down, k_up and v_up (and its query
+  // adapter and kept K rows when it has them); lays out the absorbed per-head matrices.
   static Expected<MlaLiteAttention> load(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& spec);
   void allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t block_size, std::optional<DType> kv_dtype);
   // x: [ctx.num_tokens, hidden], out: [ctx.num_tokens, hidden]; selected as GqaAttention::forward.
