@@ -50,7 +50,7 @@ int32_t join_group(LayerPlan& plan, const core::KvSpec& spec) {
 
 int64_t mla_lite_cache_width(const weights::ModelConfig& c) {
   const weights::MlaLiteConfig& m = *c.retrofit->mla_lite;
-  return m.rank + c.num_kv_heads * m.rope_dim();
+  return m.cache_width(c.num_kv_heads);
 }
 
 std::vector<core::KvSpec> LayerPlan::kv_specs(DType kv_dtype) const {

@@ -72,7 +72,8 @@ Expected<RetrofitConfig> read_retrofit_config(const std::string& path) {
       return invalid_argument(fmt::format("retrofit {}: '{}' and '{}' come together", path,
                                           retrofit_tensor_name(0, kMlaLiteQDown), retrofit_tensor_name(0, kMlaLiteQUp)));
     m.q_rank = q_rank.value_or(0);
-    m.own_k_rope = file.find(retrofit_tensor_name(0, kMlaLiteKRope)) != nullptr;
+    DRIFT_ASSIGN_OR_RETURN(std::optional<int64_t> k_rope_rows, rows_of(file, kMlaLiteKRope));
+    m.k_rope_rows = k_rope_rows.value_or(0);
     r.mla_lite = m;
   }
   DRIFT_ASSIGN_OR_RETURN(std::optional<int64_t> index_dim, rows_of(file, kDsaIndexK));
@@ -116,6 +117,11 @@ Status check_mla_lite(const ModelConfig& c, const MlaLiteConfig& m, const std::s
     return invalid_argument(fmt::format(
         "retrofit {}: MLA-lite rank d_c = {} is out of range [1, {}] ({} kv heads x (K without its {} RoPE features + V))",
         file, m.rank, full_rank, c.num_kv_heads, m.rope_dim()));
+  if (m.k_rope_rows != 0 && m.k_rope_rows != m.rope_dim() && m.k_rope_rows != c.num_kv_heads * m.rope_dim())
+    return invalid_argument(fmt::format(
+        "retrofit {}: '{}' has {} rows: a shared RoPE key has {} ({} features of {} frequencies), one per KV head {}",
+        file, kMlaLiteKRope, m.k_rope_rows, m.rope_dim(), m.rope_dim(), m.rope_freqs.size(),
+        c.num_kv_heads * m.rope_dim()));
   return Status::Ok();
 }
 

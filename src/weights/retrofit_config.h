@@ -22,12 +22,17 @@ struct MlaLiteConfig {
   int64_t rank = 0;                // d_c: latent values per token per layer
   std::vector<int32_t> rope_freqs; // frequency indices (into rotary_dim / 2) whose K features keep RoPE
   // Trained query and positional-key weights the frozen model gets with the latent (both optional, folded
-  // into the layer's projections at load): the rank of q_proj's adapter q_up q_down (0: none), and whether
-  // the kept K rows are the file's rather than k_proj's.
+  // into the layer's projections at load): the rank of q_proj's adapter q_up q_down (0: none), and the rows
+  // of the file's own kept K (0: k_proj's rows; kv_heads x rope_dim: one set per KV head; rope_dim: one RoPE
+  // key shared by every head, as DeepSeek's MLA caches it).
   int64_t q_rank = 0;
-  bool own_k_rope = false;
+  int64_t k_rope_rows = 0;
 
-  int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }  // per KV head
+  int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }  // per RoPE key
+  bool shared_rope(int64_t num_kv_heads) const { return k_rope_rows == rope_dim() && num_kv_heads > 1; }
+  // RoPE keys cached per token and layer: one shared, or one per KV head.
+  int64_t rope_keys(int64_t num_kv_heads) const { return shared_rope(num_kv_heads) ? 1 : num_kv_heads; }
+  int64_t cache_width(int64_t num_kv_heads) const { return rank + rope_keys(num_kv_heads) * rope_dim(); }
 };
 
 struct DsaLiteConfig {
@@ -49,8 +54,8 @@ inline constexpr const char* kMlaLiteKUp = "mla_lite.k_up.weight";        // [kv
 inline constexpr const char* kMlaLiteVUp = "mla_lite.v_up.weight";        // [kv_heads * head_dim, d_c]
 inline constexpr const char* kMlaLiteQDown = "mla_lite.q_down.weight";    // [q_rank, hidden]
 inline constexpr const char* kMlaLiteQUp = "mla_lite.q_up.weight";        // [heads * head_dim, q_rank]
-// Per KV head its kept features in rope_feature_split()'s order (tools/retrofit's rope_split).
-inline constexpr const char* kMlaLiteKRope = "mla_lite.k_rope.weight";    // [kv_heads * rope_dim, hidden]
+// Per KV head (or once, shared) the kept features in rope_feature_split()'s order (tools/retrofit's rope_split).
+inline constexpr const char* kMlaLiteKRope = "mla_lite.k_rope.weight";    // [kv_heads or 1 * rope_dim, hidden]
 inline constexpr const char* kDsaIndexQ = "dsa_lite.index_q.weight";      // [index_heads * d_idx, hidden]
 inline constexpr const char* kDsaIndexK = "dsa_lite.index_k.weight";      // [d_idx, hidden]
 inline constexpr const char* kDsaIndexW = "dsa_lite.index_w.weight";      // [index_heads, hidden]

@@ -190,13 +190,16 @@ TEST(RetrofitTest, BothRetrofitsGiveTheSameLogitsChunkedAndOnOtherBlocks) {
 // tools/retrofit/make_fixture.py: a PCA-initialised MLA-lite (d_c 16, RoPE on 2 of 8 frequencies, a rank-3
 // query adapter and kept K rows of its own) plus a DSA-lite indexer (top-k 8) of the llama fixture, and the
 // logits the tool's own PyTorch forward gives: the tool and the engine agree on the file's layout, the partial
-// RoPE, the latent, the folded query adapter and the top-k rule.
-TEST(RetrofitTest, EngineMatchesTheToolsLogits) {
+// RoPE, the latent, the folded query adapter and the top-k rule. Then an MLA-lite alone whose kept K rows are
+// one RoPE key shared by both KV heads (DeepSeek's cache row).
+class RetrofitToolTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RetrofitToolTest, EngineMatchesTheToolsLogits) {
   const std::string dir = fixture_dir("llama");
-  const std::string fixtures = std::string(DRIFT_FIXTURES_DIR) + "/retrofit/";
-  Loaded l = load(dir, fixtures + "llama_retrofit.safetensors");
+  const std::string fixtures = std::string(DRIFT_FIXTURES_DIR) + "/retrofit/" + GetParam();
+  Loaded l = load(dir, fixtures + ".safetensors");
   ASSERT_TRUE(l.runner);
-  auto golden = weights::SafetensorsFile::open(fixtures + "llama_retrofit_golden.safetensors");
+  auto golden = weights::SafetensorsFile::open(fixtures + "_golden.safetensors");
   ASSERT_TRUE(golden.ok()) << golden.status().to_string();
   const weights::TensorInfo* ids_info = golden->find("ids");
   const weights::TensorInfo* logits_info = golden->find("logits");
@@ -210,6 +213,8 @@ TEST(RetrofitTest, EngineMatchesTheToolsLogits) {
   EXPECT_LE(relative_max_error(got.data(), expected.data(), got.size()), kTolerance);
 }
 
+INSTANTIATE_TEST_SUITE_P(ToolFiles, RetrofitToolTest, ::testing::Values("llama_retrofit", "llama_retrofit_shared_rope"));
+
 TEST(RetrofitTest, InspectShowsKvBytesWithAndWithout) {
   const std::string dir = partial_rope_llama();
   const std::string file = retrofit_path("inspect", {.rank = 16, .rope_freqs = {0, 1}}, dir);
@@ -219,6 +224,12 @@ TEST(RetrofitTest, InspectShowsKvBytesWithAndWithout) {
   EXPECT_EQ(with->kv_bytes_per_token_without_retrofit, plain->kv_bytes_per_token);
   EXPECT_EQ(with->kv_bytes_per_token, 2 * (16 + 8) * 2);
   EXPECT_EQ(with->kv_groups[0].name, "mla_lite");
+  // One shared RoPE key: d_c + 4 values a layer, not d_c + 2 x 4.
+  const std::string shared =
+      retrofit_path("inspect_shared", {.rank = 16, .rope_freqs = {0, 1}, .own_k_rope = true, .shared_rope = true}, dir);
+  auto with_shared = inspect_model(dir, "bf16", shared);
+  ASSERT_TRUE(with_shared.ok()) << with_shared.status().to_string();
+  EXPECT_EQ(with_shared->kv_bytes_per_token, 2 * (16 + 4) * 2);
 }
 
 // A retrofit file rewritten without `drop` and with `reshape` given a wrong shape.
@@ -270,6 +281,12 @@ TEST(RetrofitTest, BadRetrofitFilesAreRefusedByName) {
   EXPECT_NE(load_error(dir, damaged(adapted, q_up, "")).find("come together"), std::string::npos);
   const std::string k_rope = "model.layers.1.self_attn.mla_lite.k_rope.weight";
   EXPECT_NE(load_error(dir, damaged(adapted, "", k_rope)).find(k_rope), std::string::npos);
+  // 4 kept K rows (one shared key of 2 frequencies) against 3 frequencies: neither 6 rows nor 2 x 6.
+  const std::string shared =
+      retrofit_path("shared", {.rank = 16, .rope_freqs = {0, 1}, .own_k_rope = true, .shared_rope = true}, dir);
+  ASSERT_EQ(load_error(dir, shared), "");
+  const std::string odd = load_error(dir, damaged(shared, "", "", {{"mla_lite.rope_freqs", "0,1,2"}}));
+  EXPECT_NE(odd.find("shared RoPE key"), std::string::npos) << odd;
 }
 
 #ifdef DRIFT_TEST_CUDA_SUPPORT
@@ -281,12 +298,15 @@ TEST(RetrofitCudaTest, BothRetrofitsRunAndMatchTheCpu) {
   // top_k over the prompt: every position is kept, so CPU and GPU attend alike (the op tests hold the
   // choice itself to the CPU's).
   const std::string sparse = retrofit_path("cuda_dsa", {.mla_lite = false, .dsa_lite = true, .top_k = 64}, dir);
+  // One shared RoPE key; a cache row of 44 + 4 (the latent kernels take widths in multiples of 8).
+  const std::string shared = retrofit_path(
+      "cuda_shared", {.rank = 44, .rope_freqs = {0, 1}, .q_rank = 3, .own_k_rope = true, .shared_rope = true}, dir);
   const weights::ModelConfig config = [&] {
     auto c = weights::load_model_config(dir);
     EXPECT_TRUE(c.ok());
     return *c;
   }();
-  for (const std::string& file : {lite, sparse}) {
+  for (const std::string& file : {lite, sparse, shared}) {
     weights::ModelConfig c = config;
     ASSERT_TRUE(model::apply_retrofit(c, file).ok());
     const model::LayerPlan plan = model::plan_layers(c);
@@ -300,7 +320,7 @@ TEST(RetrofitCudaTest, BothRetrofitsRunAndMatchTheCpu) {
     EXPECT_NE(refused.message().find("sparse attention"), std::string::npos) << refused.message();
   }
   if (backend::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  for (const std::string& file : {lite, sparse}) {
+  for (const std::string& file : {lite, sparse, shared}) {
     auto cuda_ops = backend::make_cuda_ops();
     ASSERT_TRUE(cuda_ops.ok()) << cuda_ops.status().to_string();
     Loaded cpu = load(dir, file), gpu = load(dir, file, std::move(cuda_ops).value());

@@ -191,6 +191,8 @@ INSTANTIATE_TEST_SUITE_P(
                       RetrofitSplitCase{"llama", 4, {.rope_freqs = {0, 3}}, "mla_lite_llama_tp4"},
                       RetrofitSplitCase{"llama", 2, {.rank = 20, .rope_freqs = {1, 2}, .q_rank = 3, .own_k_rope = true},
                                         "mla_lite_trained_queries_llama_tp2"},
+                      RetrofitSplitCase{"llama", 2, {.rank = 20, .rope_freqs = {1, 2}, .q_rank = 3, .own_k_rope = true,
+                                                     .shared_rope = true}, "mla_lite_shared_rope_llama_tp2"},
                       RetrofitSplitCase{"llama", 2, {.mla_lite = false, .dsa_lite = true, .top_k = 12}, "dsa_lite_llama_tp2"},
                       RetrofitSplitCase{"qwen2", 2, {.rank = 40, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12},
                                         "both_qwen2_tp2"}),

@@ -75,14 +75,15 @@ Status add_trained_queries(model::WeightLoader& loader, const weights::ModelConf
   const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> k, loader.read_host(p + "k_proj.weight", {g * d, hidden}));
   std::vector<float> rows;
-  const std::vector<float> scales = draw_normal(rng, 0.2f, g * int64_t(split.rope.size()));
-  for (int64_t head = 0; head < g; ++head)
+  const int64_t keys = recipe.shared_rope ? 1 : g;
+  const std::vector<float> scales = draw_normal(rng, 0.2f, keys * int64_t(split.rope.size()));
+  for (int64_t head = 0; head < keys; ++head)
     for (size_t i = 0; i < split.rope.size(); ++i) {
       const float scale = 1.0f + scales[size_t(head) * split.rope.size() + i];
       for (int64_t j = 0; j < hidden; ++j) rows.push_back(scale * k[size_t((head * d + split.rope[i]) * hidden + j)]);
     }
   out.push_back(f32_tensor(weights::retrofit_tensor_name(layer, weights::kMlaLiteKRope), rows,
-                           {g * int64_t(split.rope.size()), hidden}));
+                           {keys * int64_t(split.rope.size()), hidden}));
   return Status::Ok();
 }
 

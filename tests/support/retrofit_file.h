@@ -20,6 +20,7 @@ struct RetrofitRecipe {
   std::vector<int32_t> rope_freqs;   // empty: every frequency of the model's RoPE
   int64_t q_rank = 0;                // a query adapter of this rank, drawn from `seed` (0: none)
   bool own_k_rope = false;           // kept K rows of the file's own: k_proj's, each scaled by a draw
+  bool shared_rope = false;          // ... one set for every KV head (KV head 0's rows, scaled): a shared RoPE key
   bool dsa_lite = false;
   int64_t index_heads = 2, index_dim = 8;
   int32_t top_k = 16, sink_tokens = 1, local_window = 4;

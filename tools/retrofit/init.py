@@ -6,7 +6,8 @@
 - MLA-lite (TransMLA's balanced joint PCA): per layer the outputs [alpha * K_nope | V] over the calibration
   tokens, alpha matching K's scale to V's; their top-d_c principal directions U give kv_down = U^T [alpha
   W_k_nope; W_v], k_up = U_K / alpha, v_up = U_V. At d_c = the full width this is the layer exactly.
-  k_rope (a retrofit with its own kept K rows) starts as k_proj's kept rows; a query adapter as no change.
+  k_rope (a retrofit with its own kept K rows) starts as k_proj's kept rows (a shared key as their mean over
+  the KV heads); a query adapter as no change.
 - DSA-lite's indexer: its key is the top-d_idx principal directions P of the layer's K outputs, index_k =
   P^T W_k; head j copies query head j * H / H_I projected the same way, index_q_j = P_g^T W_q,h; index_w
   points along the mean hidden state so that w_j(x) is about 1 / (H_I sqrt(head_dim)) for a typical x.
@@ -65,8 +66,10 @@ def init_mla_lite(model, retro, inputs):
             retro.v_up[i].copy_(u[len(rows):])
             if retro.k_rope is not None:
                 rope, _ = rope_split(cfg, retro.freqs)
-                kept = [h * d + r for h in range(g) for r in rope]
-                retro.k_rope[i].copy_(model.w[p + "k_proj.weight"].float()[kept])
+                kept = model.w[p + "k_proj.weight"].float()[[h * d + r for h in range(g) for r in rope]]
+                if retro.rope_keys == 1 and g > 1:  # a shared key starts as the heads' mean
+                    kept = kept.view(g, len(rope), -1).mean(0)
+                retro.k_rope[i].copy_(kept)
 
 
 def init_indexer(model, retro, inputs):

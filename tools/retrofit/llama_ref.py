@@ -4,7 +4,7 @@ src/model/layers/mla_lite_attention.h and dsa_indexer.h), so that only the new w
 - MLA-lite: partial RoPE (the kept frequencies' K features, rotated) plus one d_c latent per token,
   k_nope = k_up c and v = v_up c. Trained in the unabsorbed form, which is the same function as the engine's
   absorbed one. Optionally the retrofit also carries a low-rank query adapter (q_proj + q_up q_down) and its
-  own kept K rows (k_rope, from k_proj's): new weights that let the frozen model's queries and positional keys
+  own kept K rows (k_rope, from k_proj's; per KV head or one shared RoPE key): new weights that let the frozen model's queries and positional keys
   adapt to the RoPE the latent dropped; the engine folds both at load, so they cost nothing at run time.
 - DSA-lite: per layer an indexer, I[t, s] = sum_j w_j(x_t) relu(q_j(x_t) . k(x_s)); each query keeps the
   first `sink` positions, the last `window` up to itself and the best others until `top_k` (ties: the lower
@@ -86,7 +86,7 @@ class Retrofit(nn.Module):
     """The new weights: per layer kv_down/k_up/v_up (MLA-lite) and index_q/index_k/index_w (DSA-lite)."""
 
     def __init__(self, cfg, rank=0, freqs=(), index_heads=0, index_dim=0, top_k=0, sink=0, window=0, q_rank=0,
-                 k_rope=False):
+                 k_rope=False, shared_rope=False):
         super().__init__()
         self.rank, self.freqs, self.q_rank = rank, list(freqs), q_rank
         self.top_k, self.sink, self.window = top_k, sink, window
@@ -102,7 +102,9 @@ class Retrofit(nn.Module):
                                         for _ in range(cfg.layers)]) if qa else None
         self.q_up = nn.ParameterList([nn.Parameter(torch.zeros(cfg.heads * d, q_rank))
                                       for _ in range(cfg.layers)]) if qa else None
-        self.k_rope = nn.ParameterList([nn.Parameter(torch.zeros(g * 2 * len(self.freqs), h))
+        # shared_rope: one set of kept K rows for every KV head, one RoPE key cached per token (DeepSeek's form).
+        self.rope_keys = 1 if shared_rope and k_rope else g
+        self.k_rope = nn.ParameterList([nn.Parameter(torch.zeros(self.rope_keys * 2 * len(self.freqs), h))
                                         for _ in range(cfg.layers)]) if rank and k_rope else None
         self.index_heads, self.index_dim = index_heads, index_dim
         mk = lambda rows: nn.ParameterList([nn.Parameter(torch.zeros(rows, h)) for _ in range(cfg.layers)])  # noqa: E731
@@ -200,7 +202,8 @@ class Model(nn.Module):
                 q_plain = q_plain + (x @ retro.q_down[i].t().to(x.dtype)) @ retro.q_up[i].t().to(x.dtype)
             if retro.k_rope is not None:
                 k_plain = k_plain.clone()
-                k_plain[..., rope] = (x @ retro.k_rope[i].t().to(x.dtype)).view(b, t, g, len(rope)).to(k_plain.dtype)
+                kr = (x @ retro.k_rope[i].t().to(x.dtype)).view(b, t, retro.rope_keys, len(rope))
+                k_plain[..., rope] = kr.expand(b, t, g, len(rope)).to(k_plain.dtype)
         q_plain = q_plain.view(b, t, h, d)
         q = rotate(q_plain, cos, sin, cfg.rotary_dim)
         k = rotate(k_plain, cos, sin, cfg.rotary_dim)

@@ -2,10 +2,11 @@
 """The committed cross-check of tool and engine: an MLA-lite + DSA-lite retrofit of the tiny llama fixture,
 initialised by init.py from random calibration tokens (not identity: a PCA latent that drops RoPE from all
 but two frequencies, an indexer that prunes; a rank-3 query adapter and kept K rows moved off k_proj's, as
-training would leave them), and the logits this tool's forward gives for one prompt.
+training would leave them), and the logits this tool's forward gives for one prompt; then an MLA-lite alone
+with one shared RoPE key.
 tests/models/retrofit_test.cc loads both and checks the engine's logits against these.
 
-    /usr/bin/python3 tools/retrofit/make_fixture.py   # writes tests/fixtures/retrofit/llama_*.safetensors
+    /usr/bin/python3 tools/retrofit/make_fixture.py   # writes tests/fixtures/retrofit/llama_retrofit*.safetensors
 """
 import os
 import sys
@@ -39,10 +40,25 @@ def main():
         logits, _ = model.forward(ids, retro, mla=True, dsa=True)
     out = os.path.join(REPO, "tests/fixtures/retrofit")
     os.makedirs(out, exist_ok=True)
-    st_io.write(os.path.join(out, "llama_retrofit.safetensors"), retro.tensors(), retro.metadata())
-    st_io.write(os.path.join(out, "llama_retrofit_golden.safetensors"),
+    write(out, "llama_retrofit", retro, ids, logits)
+
+    # MLA-lite alone with one shared RoPE key (3 frequencies) and a rank-2 adapter.
+    shared = Retrofit(model.cfg, rank=12, freqs=init.choose_freqs(model, inputs, 3), q_rank=2, k_rope=True,
+                      shared_rope=True)
+    init.init_mla_lite(model, shared, inputs)
+    with torch.no_grad():
+        for up, k_rope in zip(shared.q_up, shared.k_rope):
+            up.copy_(0.05 * torch.randn_like(up))
+            k_rope.mul_(1.0 + 0.2 * torch.randn_like(k_rope))
+        logits, _ = model.forward(ids, shared, mla=True)
+    write(out, "llama_retrofit_shared_rope", shared, ids, logits)
+
+
+def write(out, name, retro, ids, logits):
+    st_io.write(os.path.join(out, f"{name}.safetensors"), retro.tensors(), retro.metadata())
+    st_io.write(os.path.join(out, f"{name}_golden.safetensors"),
                 {"ids": ids[0].to(torch.int32), "logits": logits[0].float()})
-    print(f"freqs {retro.freqs}; logits {tuple(logits.shape)} written to {out}")
+    print(f"{name}: freqs {retro.freqs}; logits {tuple(logits.shape)} written to {out}")
 
 
 if __name__ == "__main__":

@@ -156,18 +156,20 @@ def train(stage, params, loss_fn, stream, seconds, lr):
     return step
 
 
-def kv_values_per_token(cfg, rank=0, freqs=0, index_dim=0):
-    """Cached values per token, all layers: K and V, or the latent and RoPE features; plus indexer keys."""
-    per_layer = (rank + cfg.kv_heads * 2 * freqs) if rank else 2 * cfg.kv_heads * cfg.head_dim
+def kv_values_per_token(cfg, rank=0, freqs=0, index_dim=0, rope_keys=None):
+    """Cached values per token, all layers: K and V, or the latent and RoPE features (one RoPE key per KV head
+    unless shared); plus indexer keys."""
+    keys = cfg.kv_heads if rope_keys is None else rope_keys
+    per_layer = (rank + keys * 2 * freqs) if rank else 2 * cfg.kv_heads * cfg.head_dim
     return cfg.layers * (per_layer + index_dim)
 
 
 def run_mla(args, model, data, inputs, stream, rank):
     retro = Retrofit(model.cfg, rank=rank, freqs=init.choose_freqs(model, inputs, args.freqs), q_rank=args.q_rank,
-                     k_rope=args.k_rope).to(model.device)
+                     k_rope=args.k_rope, shared_rope=args.shared_rope).to(model.device)
     init.init_mla_lite(model, retro, inputs)
     row = {"kind": "mla_lite", "rank": rank, "rope_freqs": retro.freqs,
-           "kv_values_per_token": kv_values_per_token(model.cfg, rank, args.freqs)}
+           "kv_values_per_token": kv_values_per_token(model.cfg, rank, args.freqs, rope_keys=retro.rope_keys)}
     row["bpb_svd"] = bpb(args, data, model, retro, mla=True)
     log(f"MLA-lite d_c={rank}: untrained {row['bpb_svd']:.4f}")
     row["steps"] = train(f"mla d_c={rank}", retro.mla_parameters(), lambda x: distill_loss(model, retro, x, False, args),
@@ -182,7 +184,8 @@ def indexer_retrofit(args, model, inputs, mla_retro=None):
     r = Retrofit(model.cfg, rank=mla_retro.rank if mla_retro else 0, freqs=mla_retro.freqs if mla_retro else (),
                  index_heads=args.index_heads, index_dim=args.index_dim, top_k=args.top_ks[0], sink=args.sink,
                  window=args.window, q_rank=mla_retro.q_rank if mla_retro else 0,
-                 k_rope=mla_retro is not None and mla_retro.k_rope is not None).to(model.device)
+                 k_rope=mla_retro is not None and mla_retro.k_rope is not None,
+                 shared_rope=mla_retro is not None and mla_retro.rope_keys == 1).to(model.device)
     init.init_indexer(model, r, inputs)
     if mla_retro is not None:
         with torch.no_grad():
@@ -218,7 +221,8 @@ def run_both(args, model, data, inputs, stream, mla_retro, dsa_retro):
             a.copy_(b)
     retro.top_k = dsa_retro.top_k
     row = {"kind": "both", "rank": retro.rank, "top_k": retro.top_k,
-           "kv_values_per_token": kv_values_per_token(model.cfg, retro.rank, args.freqs, args.index_dim)}
+           "kv_values_per_token": kv_values_per_token(model.cfg, retro.rank, args.freqs, args.index_dim,
+                                                      retro.rope_keys)}
     row["bpb_before_joint"] = bpb(args, data, model, retro, mla=True, dsa=True)
     params = retro.mla_parameters() + retro.index_parameters()
     row["steps"] = train("both", params, lambda x: distill_loss(model, retro, x, True, args), stream,
@@ -256,6 +260,8 @@ def main():
                     help="MLA-lite: rank of a trained query adapter q_proj + q_up q_down (0: the model's queries)")
     ap.add_argument("--k-rope", action=argparse.BooleanOptionalAction, default=True,
                     help="MLA-lite: train the kept RoPE rows of K (from k_proj's)")
+    ap.add_argument("--shared-rope", action="store_true",
+                    help="MLA-lite: one trained RoPE key for every KV head (caches 2 x freqs, not kv_heads x that)")
     ap.add_argument("--top-ks", default="64,32,128", help="DSA-lite k values (the first file is written with 64)")
     ap.add_argument("--index-heads", type=int, default=4)
     ap.add_argument("--index-dim", type=int, default=32)
@@ -297,7 +303,8 @@ def main():
         rows += dsa_rows
     if "both" not in skip and mla_by_rank and dsa_retro is not None:
         full = kv_values_per_token(model.cfg)
-        rank = min(mla_by_rank, key=lambda r: abs(full / kv_values_per_token(model.cfg, r, args.freqs) - 4))
+        rank = min(mla_by_rank, key=lambda r: abs(full / kv_values_per_token(model.cfg, r, args.freqs,
+                                                                             rope_keys=mla_by_rank[r].rope_keys) - 4))
         rows.append(run_both(args, model, data, inputs, stream, mla_by_rank[rank], dsa_retro))
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"original_bpb": base, "rows": rows, "args": vars(args)}, f, indent=1)

@@ -98,11 +98,11 @@ Expected<std::vector<float>> load_q_weight(WeightLoader& loader, const std::stri
   return q_w;
 }
 
-// The kept K rows [G * r, hidden]: the retrofit's own when it has them, else k_proj's.
+// The kept K rows [rope_keys * r, hidden]: the retrofit's own when it has them, else k_proj's.
 Expected<std::vector<float>> load_k_rope_weight(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s,
                                                 const RopeFeatureSplit& split) {
   const int64_t g = s.num_kv_heads, d = s.head_dim, hidden = s.hidden;
-  if (s.own_k_rope) return loader.read_host(prefix + "." + weights::kMlaLiteKRope, {g * s.rope_dim(), hidden});
+  if (s.own_k_rope) return loader.read_host(prefix + "." + weights::kMlaLiteKRope, {s.rope_keys() * s.rope_dim(), hidden});
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_w, loader.read_host(prefix + ".k_proj.weight", {g * d, hidden}));
   return take_rows(k_w, g, d, split.rope, hidden);
 }
@@ -119,7 +119,8 @@ MlaLiteSpec mla_lite_spec(const weights::ModelConfig& c) {
   s.rank = m.rank;
   s.rope_freqs = m.rope_freqs;
   s.q_rank = m.q_rank;
-  s.own_k_rope = m.own_k_rope;
+  s.own_k_rope = m.k_rope_rows > 0;
+  s.shared_rope = m.shared_rope(c.num_kv_heads);
   s.rotary_dim = c.rope.rotary_dim;
   s.interleaved = c.rope.interleaved;
   s.qkv_bias = c.attention_bias;
@@ -146,7 +147,7 @@ RopeFeatureSplit rope_feature_split(const MlaLiteSpec& s) {
 
 MlaLiteScratch MlaLiteScratch::allocate(backend::Ops& ops, int64_t max_tokens, const MlaLiteSpec& s) {
   const DType t = ops.compute_dtype();
-  const int64_t h = s.local_heads(), g = s.num_kv_heads, r = s.rope_dim();
+  const int64_t h = s.local_heads(), g = s.rope_keys(), r = s.rope_dim();
   MlaLiteScratch m;
   m.q_nope = ops.alloc(t, {max_tokens, h * s.nope_dim()});
   m.q_rope = ops.alloc(t, {max_tokens, h * r});
@@ -171,9 +172,10 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   const Shard my_heads = spec.split.world > 1 ? spec.split.along(0) : Shard{};
   const RopeFeatureSplit split = rope_feature_split(spec);
 
-  // q/k/v biases (Qwen2): q's and the kept K features' stay on their projections; the bias of K's nope
-  // features adds q_nope . b to every score of a query head alike, which the softmax cancels, so it is not
-  // read; V's is folded into o_proj (load_o_proj_with_v_bias). Exact at full rank, as without biases.
+  // q/k/v biases (Qwen2): q's and the kept K features' stay on their projections (a file's own kept K rows
+  // stand alone, unbiased, as the tool trains them); the bias of K's nope features adds q_nope . b to every
+  // score of a query head alike, which the softmax cancels, so it is not read; V's is folded into o_proj
+  // (load_o_proj_with_v_bias). Exact at full rank, as without biases.
   std::vector<float> q_b, k_b;
   if (spec.qkv_bias) {
     DRIFT_ASSIGN_OR_RETURN(q_b, loader.read_host(prefix + ".q_proj.bias", {heads, d}, my_heads));
@@ -186,7 +188,8 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
                                                        take_bias(q_b, h, d, split.rope), h * r, hidden));
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> k_rope_w, load_k_rope_weight(loader, prefix, spec, split));
   DRIFT_ASSIGN_OR_RETURN(a.k_rope_proj_, upload_linear(loader, k_rope_w,
-                                                       take_bias(k_b, g, d, split.rope), g * r, hidden));
+                                                       spec.own_k_rope ? std::vector<float>() : take_bias(k_b, g, d, split.rope),
+                                                       spec.rope_keys() * r, hidden));
 
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> down, loader.read_host(prefix + "." + weights::kMlaLiteKvDown, {rank, hidden}));
   DRIFT_ASSIGN_OR_RETURN(a.kv_down_, upload_linear(loader, down, {}, rank, hidden));
@@ -195,10 +198,11 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   DRIFT_ASSIGN_OR_RETURN(std::vector<float> v_up, loader.read_host(prefix + "." + weights::kMlaLiteVUp, {g * d, rank}));
   DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(per_head(v_up, spec, d, rank, false), {h, d, rank}));
 
-  std::vector<float> slot(size_t(h * g * r * r), 0.0f);
+  const int64_t keys = spec.rope_keys();
+  std::vector<float> slot(size_t(h * keys * r * r), 0.0f);
   for (int64_t head = 0; head < h; ++head)
-    for (int64_t i = 0; i < r; ++i) slot[size_t((head * g * r + spec.group_of(head) * r + i) * r + i)] = 1.0f;
-  DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, g * r, r}));
+    for (int64_t i = 0; i < r; ++i) slot[size_t((head * keys * r + spec.rope_slot(head) * r + i) * r + i)] = 1.0f;
+  DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, keys * r, r}));
 
   if (spec.qkv_bias) {
     DRIFT_ASSIGN_OR_RETURN(a.o_proj_, load_o_proj_with_v_bias(loader, prefix, spec));
@@ -216,7 +220,7 @@ void MlaLiteAttention::allocate_cache(backend::Ops& ops, int32_t num_blocks, int
 
 void MlaLiteAttention::forward(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, MlaLiteScratch& scratch,
                                const Tensor& out, const Tensor& selected) const {
-  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), g = spec_.num_kv_heads;
+  const int64_t n = ctx.num_tokens, h = spec_.local_heads(), g = spec_.rope_keys();
   const int64_t r = spec_.rope_dim(), rank = spec_.rank, width = spec_.cache_width();
 
   const Tensor q_nope = scratch.q_nope.view.slice(0, n), q_rope = scratch.q_rope.view.slice(0, n);

@@ -15,7 +15,8 @@
 // DeepSeek's MLA kernel as is: MQA with one KV row of width d_c + G * r whose values are its first d_c
 // features. Query head h (group g) is [W_k_up,g^T q_nope_h | zeros | rope(q_rope_h) at slot g | zeros]: the
 // zero padding costs (G - 1) * r multiply-adds per key per head in the score (G = 8, r = 16, d_c = 512:
-// 18% more than an unpadded row), no cache bytes, and no new kernel.
+// 18% more than an unpadded row), no cache bytes, and no new kernel. A retrofit whose trained kept K rows are
+// one set for every head (a shared RoPE key, DeepSeek's own form) caches [c | r] and pads nothing.
 #pragma once
 
 #include <optional>
@@ -35,6 +36,7 @@ struct MlaLiteSpec {
   std::vector<int32_t> rope_freqs;  // kept frequency indices, in the order of the rope table's columns
   int64_t q_rank = 0;               // the retrofit's query adapter, folded into q_proj at load (0: none)
   bool own_k_rope = false;          // the kept K rows come from the retrofit, not from k_proj
+  bool shared_rope = false;         // ... as one RoPE key for every head (DeepSeek's MLA cache row)
   int64_t rotary_dim = 0;           // the model's RoPE width per head
   bool interleaved = false;         // the model's RoPE pairs (2i, 2i+1) rather than halves
   bool qkv_bias = false;            // the model's q/k/v biases (attention_bias), carried as load() says
@@ -52,7 +54,9 @@ struct MlaLiteSpec {
   int64_t group_of(int64_t local_head) const { return (first_head() + local_head) / (num_heads / num_kv_heads); }
   int64_t rope_dim() const { return 2 * int64_t(rope_freqs.size()); }
   int64_t nope_dim() const { return head_dim - rope_dim(); }
-  int64_t cache_width() const { return rank + num_kv_heads * rope_dim(); }
+  int64_t rope_keys() const { return shared_rope ? 1 : num_kv_heads; }  // RoPE keys in a cache row
+  int64_t rope_slot(int64_t local_head) const { return shared_rope ? 0 : group_of(local_head); }
+  int64_t cache_width() const { return rank + rope_keys() * rope_dim(); }
 };
 
 MlaLiteSpec mla_lite_spec(const weights::ModelConfig& config);
@@ -66,10 +70,10 @@ RopeFeatureSplit rope_feature_split(const MlaLiteSpec& spec);
 
 struct MlaLiteScratch {
   backend::Buffer q_nope, q_rope;  // [max_tokens, heads * nope], [max_tokens, heads * r]
-  backend::Buffer q_rope_wide;     // [max_tokens, heads * G * r]: q_rope at its group's slot, zeros elsewhere
+  backend::Buffer q_rope_wide;     // [max_tokens, heads * K * r]: q_rope at its RoPE key's slot, zeros elsewhere
   backend::Buffer q_latent;        // [max_tokens, heads * d_c]
   backend::Buffer q;               // [max_tokens, heads * width]: the absorbed query
-  backend::Buffer latent, k_rope;  // [max_tokens, d_c], [max_tokens, G * r]
+  backend::Buffer latent, k_rope;  // [max_tokens, d_c], [max_tokens, K * r] (K: rope_keys())
   backend::Buffer kv_row;          // [max_tokens, width]: the cache entry of each new token
   backend::Buffer o_latent, o;     // [max_tokens, heads * d_c], [max_tokens, heads * head_dim]
 
@@ -96,9 +100,9 @@ class MlaLiteAttention {
   // H below is this rank's query heads (spec_.local_heads()); G every KV head.
   MlaLiteSpec spec_;
   Linear q_nope_proj_, q_rope_proj_;  // q_proj rows per head: [H * nope, hidden], [H * r, hidden]
-  Linear kv_down_, k_rope_proj_;      // [d_c, hidden], k_proj's kept rows [G * r, hidden] (replicated)
+  Linear kv_down_, k_rope_proj_;      // [d_c, hidden], the kept K rows [K * r, hidden] (replicated)
   backend::Buffer w_uk_t_;            // [H, d_c, nope]: per query head its group's key up-projection, transposed
-  backend::Buffer rope_slot_;         // [H, G * r, r]: identity at the head's group slot
+  backend::Buffer rope_slot_;         // [H, K * r, r]: identity at the head's RoPE key slot
   backend::Buffer w_uv_;              // [H, head_dim, d_c]: per query head its group's value up-projection
   Linear o_proj_;                     // [hidden, H * head_dim], row-split over the ranks' heads
   PagedKvCache cache_;  // [num_blocks, block_size, 1, cache_width] (+ FP8 scales)
