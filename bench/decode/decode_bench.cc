@@ -786,7 +786,9 @@ void add_options(CLI::App& app, Options& o) {
                "with --tensor-parallel: the MoE shapes' routed experts placed whole over the GPUs (dense shapes ignore it)");
   app.add_option("--retrofit", o.retrofits, "variants of the Llama shapes: original, mla-lite, dsa-lite, both");
   app.add_option("--mla-rank", o.geometry.mla_rank, "MLA-lite d_c");
-  app.add_option("--mla-freqs", o.geometry.mla_freqs, "MLA-lite RoPE frequencies kept per KV head");
+  app.add_option("--mla-freqs", o.geometry.mla_freqs, "MLA-lite RoPE frequencies kept per RoPE key");
+  app.add_option("--mla-shared-rope", o.geometry.mla_shared_rope,
+                 "MLA-lite: one RoPE key for every KV head (a cache row of d_c + 2 x freqs)");
   app.add_option("--dsa-top-k", o.geometry.top_k, "DSA-lite positions per query");
 }
 

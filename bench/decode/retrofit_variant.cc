@@ -51,6 +51,7 @@ void write_random_retrofit(const RetrofitVariant& v, int64_t layers, int64_t hid
       tensors.push_back(random_tensor(name(weights::kMlaLiteKvDown), v.mla_rank, hidden, seed++));
       tensors.push_back(random_tensor(name(weights::kMlaLiteKUp), kv_heads * nope, v.mla_rank, seed++));
       tensors.push_back(random_tensor(name(weights::kMlaLiteVUp), kv_heads * head_dim, v.mla_rank, seed++));
+      if (v.mla_shared_rope) tensors.push_back(random_tensor(name(weights::kMlaLiteKRope), 2 * v.mla_freqs, hidden, seed++));
     }
     if (v.dsa_lite()) {
       tensors.push_back(random_tensor(name(weights::kDsaIndexQ), v.index_heads * v.index_dim, hidden, seed++));

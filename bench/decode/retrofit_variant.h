@@ -12,7 +12,8 @@ namespace drift::bench {
 struct RetrofitVariant {
   std::string name;             // "original", "mla-lite", "dsa-lite", "both"
   int64_t mla_rank = 0;         // d_c, latent values per token per layer; 0: no MLA-lite
-  int32_t mla_freqs = 0;        // RoPE frequencies kept per KV head (2 cached features each)
+  int32_t mla_freqs = 0;        // RoPE frequencies kept per RoPE key (2 cached features each)
+  bool mla_shared_rope = false; // one RoPE key for every KV head (trained kept K rows), not one per KV head
   int64_t index_heads = 0;      // DSA-lite indexer heads; 0: no DSA-lite
   int64_t index_dim = 0;        // d_idx: one indexer key of this width per token per layer
   int32_t top_k = 0, sink_tokens = 4, local_window = 16;

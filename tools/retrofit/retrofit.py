@@ -3,7 +3,7 @@
 frozen and only the new weights train.
 
     python3 tools/retrofit/retrofit.py --model models/default --corpus .corpus --out OUT \\
-        [--ranks 120,56] [--freqs 2] [--q-rank 64] [--no-k-rope] [--top-ks 64,32,128] [--index-heads 4 --index-dim 32] \\
+        [--ranks 112,48] [--freqs 8] [--q-rank 64] [--no-k-rope] [--no-shared-rope] [--top-ks 64,32,128] [--index-heads 4 --index-dim 32] \\
         [--mla-seconds 150 --index-seconds 120 --both-seconds 100]
 
 For each rank d_c: init (init.py), bits/byte untrained, distillation (logit KL + hidden-state MSE to the
@@ -252,15 +252,17 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     # Defaults from the sweeps on the default model (bench/RESULTS.md, 2026-11-27 and 2026-11-29): with the
-    # query adapter and trained kept K rows, 2 kept frequencies and d_c 56 beat 4/48 and 8/32 at 4x smaller KV
-    # (+4.0% vs +4.6% and +7.0% bits/byte), a rank-64 adapter is within 1% of a full-rank one, lr 1e-3 beat 2e-3.
-    ap.add_argument("--ranks", default="120,56", help="d_c values; the one nearest 4x smaller KV joins DSA-lite")
-    ap.add_argument("--freqs", type=int, default=2, help="RoPE frequencies kept per KV head (2 features each)")
+    # query adapter and trained kept K rows, per-KV-head keys: 2 kept frequencies and d_c 56 beat 4/48 and
+    # 8/32 at 4x smaller KV (+4.0% vs +4.6% and +7.0% bits/byte in 340 s); then at equal 100 s one shared RoPE
+    # key of 8 frequencies with d_c 48 beat that (+7.05% vs +7.71%). A rank-64 adapter is within 1% of a
+    # full-rank one; lr 1e-3 beat 2e-3.
+    ap.add_argument("--ranks", default="112,48", help="d_c values; the one nearest 4x smaller KV joins DSA-lite")
+    ap.add_argument("--freqs", type=int, default=8, help="RoPE frequencies kept (2 features each) per RoPE key")
     ap.add_argument("--q-rank", type=int, default=64,
                     help="MLA-lite: rank of a trained query adapter q_proj + q_up q_down (0: the model's queries)")
     ap.add_argument("--k-rope", action=argparse.BooleanOptionalAction, default=True,
                     help="MLA-lite: train the kept RoPE rows of K (from k_proj's)")
-    ap.add_argument("--shared-rope", action="store_true",
+    ap.add_argument("--shared-rope", action=argparse.BooleanOptionalAction, default=True,
                     help="MLA-lite: one trained RoPE key for every KV head (caches 2 x freqs, not kv_heads x that)")
     ap.add_argument("--top-ks", default="64,32,128", help="DSA-lite k values (the first file is written with 64)")
     ap.add_argument("--index-heads", type=int, default=4)
