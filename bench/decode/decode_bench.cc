@@ -732,8 +732,10 @@ struct Options {
   bool moe_wgmma_wide = backend::CudaOptions{}.moe_wgmma_wide;
   std::vector<std::string> retrofits{"original"};
   // Issue 16's geometry at the 8B shape: the trained default model's latent fraction (48 of 256 values)
-  // and RoPE frequencies kept (1 in 8), DSA-lite's indexer as trained (4 heads x 32) with top-2048.
-  RetrofitVariant geometry{.mla_rank = 384, .mla_freqs = 8, .index_heads = 4, .index_dim = 32, .top_k = 2048};
+  // and one shared RoPE key keeping 1 in 4 frequencies (tools/retrofit's defaults: a cache row of 384 + 32),
+  // DSA-lite's indexer as trained (4 heads x 32) with top-2048.
+  RetrofitVariant geometry{.mla_rank = 384, .mla_freqs = 16, .mla_shared_rope = true, .index_heads = 4,
+                           .index_dim = 32, .top_k = 2048};
 };
 
 void add_options(CLI::App& app, Options& o) {

@@ -13,9 +13,10 @@
 #          carry: [".corpus-device"].
 #   bench  the Llama-3.1-8B speed table: attention alone (drift_bench_mla at MLA-lite's geometry, drift_bench_dsa)
 #          and whole decode steps (drift_bench_decode --retrofit original mla-lite dsa-lite both) at batch 1 x 32k
-#          and batch 64 x 8k. carry: [".gpu-sysroot.tar.xz"]. Another MLA-lite geometry: MLA_WIDTH, MLA_DV (attention
-#          alone) and MLA_ARGS (drift_bench_decode), e.g. one shared key of 16 frequencies beside d_c 384:
-#          MLA_WIDTH=416 MLA_DV=384 MLA_ARGS="--mla-freqs 16 --mla-shared-rope true".
+#          and batch 64 x 8k (MLA-lite: d_c 384 + one shared RoPE key of 16 frequencies, the tool's defaults
+#          scaled). carry: [".gpu-sysroot.tar.xz"]. Another MLA-lite geometry: MLA_WIDTH, MLA_DV (attention alone)
+#          and MLA_ARGS (drift_bench_decode), e.g. the 2026-11-27 table's 8 frequencies per KV head:
+#          MLA_WIDTH=512 MLA_DV=384 MLA_ARGS="--mla-freqs 8 --mla-shared-rope false".
 # $OUT gets summary.txt, logs.tar.gz, and in train mode results.json and retrofits.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -90,7 +91,7 @@ elif [ "$MODE" = bench ]; then
   ninja -C build-gpu -j16 drift_bench_decode drift_bench_mla drift_bench_dsa >"$WORK/build.log" 2>&1 ||
     grep -E "error|FAILED" "$WORK/build.log" | head -20
   B=build-gpu/bench/decode
-  timeout 60 $B/drift_bench_mla --heads 32 --batch 1 64 --context 8192 32768 --width "${MLA_WIDTH:-512}" --dv "${MLA_DV:-384}" \
+  timeout 60 $B/drift_bench_mla --heads 32 --batch 1 64 --context 8192 32768 --width "${MLA_WIDTH:-416}" --dv "${MLA_DV:-384}" \
     --block-size 16 --markdown "$WORK/mla_lite.md" >"$WORK/mla_lite.log" 2>&1
   [ -x $B/drift_bench_dsa ] && timeout 90 $B/drift_bench_dsa --markdown "$WORK/dsa.md" >"$WORK/dsa.log" 2>&1
   left=$((${BENCH_LEFT:-560} - (SECONDS - t_start)))  # BENCH_LEFT: seconds this mode may take
@@ -98,7 +99,7 @@ elif [ "$MODE" = bench ]; then
   timeout "$left" $B/drift_bench_decode --model llama-3.1-8b --retrofit original mla-lite dsa-lite both ${MLA_ARGS:-} \
     --prompt "${PROMPT:-32768}" --batch ${BATCHES:-1} --prefill 512 --gen 32 --eager 0 --forward-only 0 \
     --markdown "$WORK/decode.md" >"$WORK/decode.log" 2>&1
-  { echo "== attention alone: MLA-lite (latent 512, values 384, 32 heads)"; cat "$WORK/mla_lite.md" 2>/dev/null;
+  { echo "== attention alone: MLA-lite (row ${MLA_WIDTH:-416}, values ${MLA_DV:-384}, 32 heads)"; cat "$WORK/mla_lite.md" 2>/dev/null;
     echo "== attention alone: dense vs DSA-lite"; cat "$WORK/dsa.md" 2>/dev/null || tail -5 "$WORK/dsa.log";
     echo "== decode steps"; grep -E "fit|skipped" "$WORK/decode.log"; cat "$WORK/decode.md" 2>/dev/null || tail -20 "$WORK/decode.log"; } >"$WORK/summary.txt"
 fi
