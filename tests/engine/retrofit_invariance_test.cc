@@ -121,6 +121,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"mla_lite", {.rank = 36, .rope_freqs = {0, 1, 5}}},
                       Case{"dsa_lite", {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3}},
                       Case{"both", {.rank = 40, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}},
+                      // The tool's default form: a query adapter and one shared RoPE key (a 40 + 4 cache row).
+                      Case{"both_shared_rope", {.rank = 40, .rope_freqs = {0, 3}, .q_rank = 2, .own_k_rope = true,
+                                                .shared_rope = true, .dsa_lite = true, .top_k = 12}},
                       // Qwen2's q/k/v biases through MLA-lite (carried at load), with DSA-lite too.
                       Case{"both_qwen2", {.rank = 40, .rope_freqs = {0, 1}, .dsa_lite = true, .top_k = 12}, "qwen2"}),
     [](const ::testing::TestParamInfo<Case>& test) { return std::string(test.param.name); });

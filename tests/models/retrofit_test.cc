@@ -173,17 +173,25 @@ TEST(RetrofitTest, DsaLiteDenseStepsWriteTheKeysLaterStepsSelectFrom) {
   EXPECT_GT(relative_max_error(whole.data(), plain.data(), whole.size()), 1e-3);
 }
 
+// Both retrofits, with the model's kept K rows and with the tool's default form (a query adapter and one
+// shared RoPE key).
 TEST(RetrofitTest, BothRetrofitsGiveTheSameLogitsChunkedAndOnOtherBlocks) {
   const std::string dir = partial_rope_llama();
-  const RetrofitRecipe recipe{.rank = 24, .rope_freqs = {0, 2}, .dsa_lite = true, .top_k = 10};
-  Loaded l = load(dir, retrofit_path("both", recipe, dir));
-  ASSERT_TRUE(l.runner);
-  const std::vector<int32_t> ids = prompt(50);
-  const std::vector<float> whole = logits_of(l, ids, 50);
-  for (const int32_t chunk : {1, 7, 16}) {
-    const std::vector<float> chunked = logits_of(l, ids, chunk, 20);
-    ASSERT_EQ(chunked.size(), whole.size());
-    EXPECT_LE(relative_max_error(chunked.data(), whole.data(), whole.size()), 1e-5) << "chunk " << chunk;
+  const RetrofitRecipe recipes[] = {
+      {.rank = 24, .rope_freqs = {0, 2}, .dsa_lite = true, .top_k = 10},
+      {.rank = 24, .rope_freqs = {0, 2}, .q_rank = 2, .own_k_rope = true, .shared_rope = true, .dsa_lite = true,
+       .top_k = 10}};
+  for (const RetrofitRecipe& recipe : recipes) {
+    Loaded l = load(dir, retrofit_path("both", recipe, dir));
+    ASSERT_TRUE(l.runner);
+    const std::vector<int32_t> ids = prompt(50);
+    const std::vector<float> whole = logits_of(l, ids, 50);
+    for (const int32_t chunk : {1, 7, 16}) {
+      const std::vector<float> chunked = logits_of(l, ids, chunk, 20);
+      ASSERT_EQ(chunked.size(), whole.size());
+      EXPECT_LE(relative_max_error(chunked.data(), whole.data(), whole.size()), 1e-5)
+          << "chunk " << chunk << (recipe.shared_rope ? ", shared RoPE key" : "");
+    }
   }
 }
 
