@@ -79,7 +79,9 @@ Expected<Linear> load_o_proj_with_v_bias(WeightLoader& loader, const std::string
 }
 
 // q_proj's rows of this rank's heads [H * head_dim, hidden], plus the retrofit's query adapter q_up q_down
-// when it has one: a trained change of the queries, folded here so that it costs nothing per step.
+// when it has one: a trained change of the queries, folded here so that it costs nothing per step. On the
+// host, rows x q_rank x hidden multiply-adds a layer (Llama-3.1-8B at rank 64: 1.1 G, a few seconds of load
+// over 32 layers; the 15M default model's: 9 M).
 Expected<std::vector<float>> load_q_weight(WeightLoader& loader, const std::string& prefix, const MlaLiteSpec& s,
                                            const Shard& my_heads) {
   const int64_t heads = s.num_heads, d = s.head_dim, hidden = s.hidden;
