@@ -4,8 +4,9 @@ src/model/layers/mla_lite_attention.h and dsa_indexer.h), so that only the new w
 - MLA-lite: partial RoPE (the kept frequencies' K features, rotated) plus one d_c latent per token,
   k_nope = k_up c and v = v_up c. Trained in the unabsorbed form, which is the same function as the engine's
   absorbed one. Optionally the retrofit also carries a low-rank query adapter (q_proj + q_up q_down) and its
-  own kept K rows (k_rope, from k_proj's; per KV head or one shared RoPE key): new weights that let the frozen model's queries and positional keys
-  adapt to the RoPE the latent dropped; the engine folds both at load, so they cost nothing at run time.
+  own kept K rows (k_rope, from k_proj's; per KV head or one shared RoPE key): new weights that let the
+  frozen model's queries and positional keys adapt to the RoPE the latent dropped; the engine folds both at
+  load, so they cost nothing at run time.
 - DSA-lite: per layer an indexer, I[t, s] = sum_j w_j(x_t) relu(q_j(x_t) . k(x_s)); each query keeps the
   first `sink` positions, the last `window` up to itself and the best others until `top_k` (ties: the lower
   position), and attends over those only.

@@ -30,10 +30,7 @@ def main():
     retro = Retrofit(model.cfg, rank=16, freqs=init.choose_freqs(model, inputs, 2), index_heads=2, index_dim=8,
                      top_k=8, sink=1, window=3, q_rank=3, k_rope=True)
     init.init_mla_lite(model, retro, inputs)
-    with torch.no_grad():
-        for up, k_rope in zip(retro.q_up, retro.k_rope):
-            up.copy_(0.05 * torch.randn_like(up))
-            k_rope.mul_(1.0 + 0.2 * torch.randn_like(k_rope))
+    as_trained(retro)
     init.init_indexer(model, retro, inputs)
     ids = torch.randint(3, model.cfg.vocab, (1, 24))
     with torch.no_grad():
@@ -46,12 +43,18 @@ def main():
     shared = Retrofit(model.cfg, rank=12, freqs=init.choose_freqs(model, inputs, 3), q_rank=2, k_rope=True,
                       shared_rope=True)
     init.init_mla_lite(model, shared, inputs)
+    as_trained(shared)
     with torch.no_grad():
-        for up, k_rope in zip(shared.q_up, shared.k_rope):
-            up.copy_(0.05 * torch.randn_like(up))
-            k_rope.mul_(1.0 + 0.2 * torch.randn_like(k_rope))
         logits, _ = model.forward(ids, shared, mla=True)
     write(out, "llama_retrofit_shared_rope", shared, ids, logits)
+
+
+def as_trained(retro):
+    """The query adapter and kept K rows moved off their starting point (no change, k_proj's), as training would."""
+    with torch.no_grad():
+        for up, k_rope in zip(retro.q_up, retro.k_rope):
+            up.copy_(0.05 * torch.randn_like(up))
+            k_rope.mul_(1.0 + 0.2 * torch.randn_like(k_rope))
 
 
 def write(out, name, retro, ids, logits):

@@ -153,7 +153,7 @@ MlaLiteScratch MlaLiteScratch::allocate(backend::Ops& ops, int64_t max_tokens, c
   MlaLiteScratch m;
   m.q_nope = ops.alloc(t, {max_tokens, h * s.nope_dim()});
   m.q_rope = ops.alloc(t, {max_tokens, h * r});
-  m.q_rope_wide = ops.alloc(t, {max_tokens, h * g * r});
+  if (g > 1) m.q_rope_wide = ops.alloc(t, {max_tokens, h * g * r});
   m.q_latent = ops.alloc(t, {max_tokens, h * s.rank});
   m.q = ops.alloc(t, {max_tokens, h * s.cache_width()});
   m.latent = ops.alloc(t, {max_tokens, s.rank});
@@ -201,10 +201,12 @@ Expected<MlaLiteAttention> MlaLiteAttention::load(WeightLoader& loader, const st
   DRIFT_ASSIGN_OR_RETURN(a.w_uv_, loader.upload(per_head(v_up, spec, d, rank, false), {h, d, rank}));
 
   const int64_t keys = spec.rope_keys();
-  std::vector<float> slot(size_t(h * keys * r * r), 0.0f);
-  for (int64_t head = 0; head < h; ++head)
-    for (int64_t i = 0; i < r; ++i) slot[size_t((head * keys * r + spec.rope_slot(head) * r + i) * r + i)] = 1.0f;
-  DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, keys * r, r}));
+  if (keys > 1) {
+    std::vector<float> slot(size_t(h * keys * r * r), 0.0f);
+    for (int64_t head = 0; head < h; ++head)
+      for (int64_t i = 0; i < r; ++i) slot[size_t((head * keys * r + spec.rope_slot(head) * r + i) * r + i)] = 1.0f;
+    DRIFT_ASSIGN_OR_RETURN(a.rope_slot_, loader.upload(slot, {h, keys * r, r}));
+  }
 
   if (spec.qkv_bias) {
     DRIFT_ASSIGN_OR_RETURN(a.o_proj_, load_o_proj_with_v_bias(loader, prefix, spec));
@@ -240,8 +242,12 @@ void MlaLiteAttention::forward(backend::Ops& ops, const ForwardContext& ctx, con
 
   const Tensor q_latent = scratch.q_latent.view.slice(0, n).view({n, h, rank});
   ops.batched_linear(q_nope.view({n, h, spec_.nope_dim()}), w_uk_t_.view, q_latent);
-  const Tensor q_rope_wide = scratch.q_rope_wide.view.slice(0, n).view({n, h, g * r});
-  ops.batched_linear(q_rope.view({n, h, r}), rope_slot_.view, q_rope_wide);
+  // With one RoPE key in the row every head's rope part sits at its one slot: q_rope as it is.
+  Tensor q_rope_wide = q_rope;
+  if (g > 1) {
+    q_rope_wide = scratch.q_rope_wide.view.slice(0, n);
+    ops.batched_linear(q_rope.view({n, h, r}), rope_slot_.view, q_rope_wide.view({n, h, g * r}));
+  }
   const Tensor q = scratch.q.view.slice(0, n);
   ops.concat(q_latent.view({n * h, rank}), q_rope_wide.view({n * h, g * r}), q.view({n * h, width}));
 

@@ -71,6 +71,7 @@ RopeFeatureSplit rope_feature_split(const MlaLiteSpec& spec);
 struct MlaLiteScratch {
   backend::Buffer q_nope, q_rope;  // [max_tokens, heads * nope], [max_tokens, heads * r]
   backend::Buffer q_rope_wide;     // [max_tokens, heads * K * r]: q_rope at its RoPE key's slot, zeros elsewhere
+                                   // (K > 1 only: one key needs no spreading)
   backend::Buffer q_latent;        // [max_tokens, heads * d_c]
   backend::Buffer q;               // [max_tokens, heads * width]: the absorbed query
   backend::Buffer latent, k_rope;  // [max_tokens, d_c], [max_tokens, K * r] (K: rope_keys())
@@ -102,7 +103,7 @@ class MlaLiteAttention {
   Linear q_nope_proj_, q_rope_proj_;  // q_proj rows per head: [H * nope, hidden], [H * r, hidden]
   Linear kv_down_, k_rope_proj_;      // [d_c, hidden], the kept K rows [K * r, hidden] (replicated)
   backend::Buffer w_uk_t_;            // [H, d_c, nope]: per query head its group's key up-projection, transposed
-  backend::Buffer rope_slot_;         // [H, K * r, r]: identity at the head's RoPE key slot
+  backend::Buffer rope_slot_;         // [H, K * r, r]: identity at the head's RoPE key slot (K > 1 only)
   backend::Buffer w_uv_;              // [H, head_dim, d_c]: per query head its group's value up-projection
   Linear o_proj_;                     // [hidden, H * head_dim], row-split over the ranks' heads
   PagedKvCache cache_;  // [num_blocks, block_size, 1, cache_width] (+ FP8 scales)
