@@ -16,7 +16,8 @@
 #          and batch 64 x 8k (MLA-lite: d_c 384 + one shared RoPE key of 16 frequencies, the tool's defaults
 #          scaled). carry: [".gpu-sysroot.tar.xz"]. Another MLA-lite geometry: MLA_WIDTH, MLA_DV (attention alone)
 #          and MLA_ARGS (drift_bench_decode), e.g. the 2026-11-27 table's 8 frequencies per KV head:
-#          MLA_WIDTH=512 MLA_DV=384 MLA_ARGS="--mla-freqs 8 --mla-shared-rope false".
+#          MLA_WIDTH=512 MLA_DV=384 MLA_ARGS="--mla-freqs 8 --mla-shared-rope false". RETROFIT_TESTS=1 first builds
+#          and runs models_test's Retrofit* (CUDA = CPU with each retrofit form).
 # $OUT gets summary.txt, logs.tar.gz, and in train mode results.json and retrofits.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -87,9 +88,17 @@ elif [ "$MODE" = sweep ]; then
   done
 elif [ "$MODE" = bench ]; then
   . tools/gpu/setup.sh
-  configure_build . build-gpu -DDRIFT_TESTS=OFF -DDRIFT_BENCH=ON || exit 1
-  ninja -C build-gpu -j16 drift_bench_decode drift_bench_mla drift_bench_dsa >"$WORK/build.log" 2>&1 ||
-    grep -E "error|FAILED" "$WORK/build.log" | head -20
+  targets=(drift_bench_decode drift_bench_mla drift_bench_dsa)
+  tests=OFF
+  [ "${RETROFIT_TESTS:-0}" = 1 ] && targets+=(models_test) && tests=ON
+  configure_build . build-gpu -DDRIFT_TESTS=$tests -DDRIFT_BENCH=ON || exit 1
+  ninja -C build-gpu -j16 "${targets[@]}" >"$WORK/build.log" 2>&1 || grep -E "error|FAILED" "$WORK/build.log" | head -20
+  echo "built after $((SECONDS - t_start)) s" >"$WORK/retrofit_tests.txt"
+  if [ "$tests" = ON ]; then  # RETROFIT_TESTS=1: models_test's Retrofit* (CUDA = CPU with each retrofit form) first
+    timeout 120 build-gpu/tests/models/models_test --gtest_filter='Retrofit*' >"$WORK/models_retrofit.log" 2>&1
+    echo "models_test Retrofit*: rc=$?, $(grep -cE '^\[       OK' "$WORK/models_retrofit.log") ok" >>"$WORK/retrofit_tests.txt"
+    grep -E "FAILED|Failure" -A3 "$WORK/models_retrofit.log" | head -20 >>"$WORK/retrofit_tests.txt"
+  fi
   B=build-gpu/bench/decode
   timeout 60 $B/drift_bench_mla --heads 32 --batch 1 64 --context 8192 32768 --width "${MLA_WIDTH:-416}" --dv "${MLA_DV:-384}" \
     --block-size 16 --markdown "$WORK/mla_lite.md" >"$WORK/mla_lite.log" 2>&1
@@ -99,7 +108,7 @@ elif [ "$MODE" = bench ]; then
   timeout "$left" $B/drift_bench_decode --model llama-3.1-8b --retrofit original mla-lite dsa-lite both ${MLA_ARGS:-} \
     --prompt "${PROMPT:-32768}" --batch ${BATCHES:-1} --prefill 512 --gen 32 --eager 0 --forward-only 0 \
     --markdown "$WORK/decode.md" >"$WORK/decode.log" 2>&1
-  { echo "== attention alone: MLA-lite (row ${MLA_WIDTH:-416}, values ${MLA_DV:-384}, 32 heads)"; cat "$WORK/mla_lite.md" 2>/dev/null;
+  { cat "$WORK/retrofit_tests.txt"; echo "== attention alone: MLA-lite (row ${MLA_WIDTH:-416}, values ${MLA_DV:-384}, 32 heads)"; cat "$WORK/mla_lite.md" 2>/dev/null;
     echo "== attention alone: dense vs DSA-lite"; cat "$WORK/dsa.md" 2>/dev/null || tail -5 "$WORK/dsa.log";
     echo "== decode steps"; grep -E "fit|skipped" "$WORK/decode.log"; cat "$WORK/decode.md" 2>/dev/null || tail -20 "$WORK/decode.log"; } >"$WORK/summary.txt"
 fi

@@ -91,6 +91,9 @@ class Retrofit(nn.Module):
         super().__init__()
         self.rank, self.freqs, self.q_rank = rank, list(freqs), q_rank
         self.top_k, self.sink, self.window = top_k, sink, window
+        # oracle: select by the dense attention's head-summed probabilities instead of the indexer's scores,
+        # the best any indexer could do under the same top-k rule (a bound, not a runtime mode).
+        self.oracle = False
         g, d, h = cfg.kv_heads, cfg.head_dim, cfg.hidden
         nope = d - 2 * len(self.freqs)
         self.kv_down = nn.ParameterList([nn.Parameter(torch.zeros(rank, h)) for _ in range(cfg.layers)]) if rank else None
@@ -120,24 +123,34 @@ class Retrofit(nn.Module):
     def index_parameters(self):
         return [] if self.index_q is None else [*self.index_q, *self.index_k, *self.index_w]
 
+    def parameters_by_name(self):
+        """{checkpoint name: parameter} for every new weight (the names of the file's format)."""
+        parts = [("mla_lite.kv_down", self.kv_down), ("mla_lite.k_up", self.k_up), ("mla_lite.v_up", self.v_up),
+                 ("mla_lite.q_down", self.q_down), ("mla_lite.q_up", self.q_up), ("mla_lite.k_rope", self.k_rope),
+                 ("dsa_lite.index_q", self.index_q), ("dsa_lite.index_k", self.index_k),
+                 ("dsa_lite.index_w", self.index_w)]
+        return {f"model.layers.{i}.self_attn.{part}.weight": p
+                for part, params in parts for i, p in enumerate(params or [])}
+
     def tensors(self):
-        out = {}
-        name = "model.layers.{}.self_attn.{}"
-        for i in range(len(self.kv_down or self.index_q)):
-            if self.kv_down is not None:
-                out[name.format(i, "mla_lite.kv_down.weight")] = self.kv_down[i].float()
-                out[name.format(i, "mla_lite.k_up.weight")] = self.k_up[i].float()
-                out[name.format(i, "mla_lite.v_up.weight")] = self.v_up[i].float()
-            if self.q_down is not None:
-                out[name.format(i, "mla_lite.q_down.weight")] = self.q_down[i].float()
-                out[name.format(i, "mla_lite.q_up.weight")] = self.q_up[i].float()
-            if self.k_rope is not None:
-                out[name.format(i, "mla_lite.k_rope.weight")] = self.k_rope[i].float()
-            if self.index_q is not None:
-                out[name.format(i, "dsa_lite.index_q.weight")] = self.index_q[i].float()
-                out[name.format(i, "dsa_lite.index_k.weight")] = self.index_k[i].float()
-                out[name.format(i, "dsa_lite.index_w.weight")] = self.index_w[i].float()
-        return out
+        return {name: p.float() for name, p in self.parameters_by_name().items()}
+
+    def load(self, path, part):
+        """Copy the `part` ("mla_lite" or "dsa_lite") tensors of a file this tool wrote into this retrofit of
+        the same geometry; False when the file has none of them."""
+        tensors, _ = st_io.read(path)
+        mine = {n: p for n, p in self.parameters_by_name().items() if f".{part}." in n}
+        found = [n for n in mine if n in tensors]
+        if not found:
+            return False
+        if len(found) != len(mine):
+            raise SystemExit(f"{path}: {len(found)} of the {len(mine)} {part} tensors this geometry needs")
+        with torch.no_grad():
+            for n, p in mine.items():
+                if tensors[n].shape != p.shape:
+                    raise SystemExit(f"{path}: {n} is {list(tensors[n].shape)}, this geometry needs {list(p.shape)}")
+                p.copy_(tensors[n].to(p.dtype))
+        return True
 
     def metadata(self):
         meta = {"format": "pt"}
@@ -228,6 +241,8 @@ class Model(nn.Module):
         has_indexer = retro is not None and retro.index_q is not None
         scores = index_scores(retro, i, x.detach()) if has_indexer and (dsa or probe is not None) else None
         if dsa:
+            if retro.oracle:
+                scores = torch.softmax(logits.masked_fill(~mask[:, None], float("-inf")), dim=-1).sum(1)
             mask = select_mask(scores.detach(), retro.top_k, retro.sink, retro.window)
         probs = torch.softmax(logits.masked_fill(~mask[:, None], float("-inf")), dim=-1)
         if probe is not None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The retrofit sweep on the GPU machine (one H100, ~9 min): SVD init, Strategy-B training of only the new
 # weights, bits/byte on the corpus's valid.txt for d_c in {112, 48} (2x, 4x smaller KV with one shared
-# RoPE key of 8 frequencies, a rank-64 query adapter), DSA-lite at k in {64, 32, 128} of 512, and both together (tools/gpu/retrofit_checks.sh
+# RoPE key of 8 frequencies, a rank-128 query adapter), DSA-lite at k in {64, 32, 128} of 512, and both together (tools/gpu/retrofit_checks.sh
 # sweep runs several configurations side by side instead). Run from the repository root
 # with the corpus carried along (carry: [".corpus"]):
 #
