@@ -616,7 +616,9 @@ class ModelBench {
 
   Row decode_limits(int batch, double step_t) const {
     const double avg_context = prompt_ + (gen_ + 1) / 2.0;
-    const double kv_bytes = double(batch) * avg_context * double(model_->kv_bytes_per_token(kv_dtype_));
+    const auto& retrofit = model_->config().retrofit;
+    const int64_t dsa_top_k = retrofit && retrofit->dsa_lite ? retrofit->dsa_lite->top_k : 0;
+    const double kv_bytes = double(batch) * kv_read_bytes(model_->kv_specs(kv_dtype_), avg_context, dsa_top_k);
     const double flops = 2.0 * batch * (costs_.macs_per_token + costs_.lm_head_macs) +
                          batch * avg_context * costs_.attention_flops_per_key;
     const double bytes_t = (costs_.weight_bytes(batch) + kv_bytes) / ceil_.bandwidth, flops_t = flops / ceil_.bf16_rate;
@@ -728,6 +730,7 @@ struct Options {
   int32_t split_kv_max_tokens_per_seq = backend::CudaOptions{}.split_kv_max_tokens_per_seq;
   bool moe_wgmma = backend::CudaOptions{}.moe_wgmma;
   bool decode_head_slices = backend::CudaOptions{}.decode_head_slices;
+  bool mla_wide_ctas = backend::CudaOptions{}.mla_wide_ctas;
   bool moe_one_token_stream = backend::CudaOptions{}.moe_one_token_stream;
   bool moe_wgmma_wide = backend::CudaOptions{}.moe_wgmma_wide;
   std::vector<std::string> retrofits{"original"};
@@ -771,6 +774,8 @@ void add_options(CLI::App& app, Options& o) {
                  "batch-1 routed experts on resident CTAs (CudaOptions::moe_one_token_stream)");
   app.add_option("--decode-head-slices", o.decode_head_slices,
                  "decode attention at few pairs over slices of each group's heads (CudaOptions::decode_head_slices)");
+  app.add_option("--mla-wide-ctas", o.mla_wide_ctas,
+                 "MLA (and MLA-lite) decode attention in tensor-core CTAs of 32 heads (CudaOptions::mla_wide_ctas)");
   app.add_option("--split-kv-tokens", o.split_kv_max_tokens_per_seq,
                  "steps of at most this many tokens a sequence attend through the split-KV decode kernel (0: off)");
   app.add_option("--eagle", o.eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
@@ -965,7 +970,8 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
     return 1;
   }
-  backend::CudaOps ops({.decode_head_slices = o.decode_head_slices,
+  backend::CudaOps ops({.mla_wide_ctas = o.mla_wide_ctas,
+                        .decode_head_slices = o.decode_head_slices,
                         .moe_one_token_stream = o.moe_one_token_stream,
                         .moe_wgmma = o.moe_wgmma,
                         .moe_wgmma_wide = o.moe_wgmma_wide,

@@ -1,5 +1,6 @@
 #include "step_costs.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/layer_plan.h"
@@ -59,6 +60,16 @@ StepCosts step_costs(const weights::ModelConfig& c) {
   const double v = c.mla ? double(c.mla->v_head_dim) : qk;
   s.attention_flops_per_key = 2.0 * double(c.num_layers) * double(c.num_heads) * (qk + v);
   return s;
+}
+
+double kv_read_bytes(std::span<const core::KvSpec> groups, double context, int64_t dsa_top_k) {
+  double bytes = 0;
+  for (const core::KvSpec& g : groups) {
+    double keys = g.sliding_window > 0 ? std::min(context, double(g.sliding_window)) : context;
+    if (dsa_top_k > 0 && g.kind != core::KvKind::kIndexer) keys = std::min(keys, double(dsa_top_k));
+    bytes += keys * double(g.bytes_per_token_per_layer()) * g.num_layers;
+  }
+  return bytes;
 }
 
 }  // namespace drift::bench

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
+#include "core/kv/kv_spec.h"
 #include "weights/model_config.h"
 
 namespace drift::bench {
@@ -27,5 +29,10 @@ struct StepCosts {
 };
 
 StepCosts step_costs(const weights::ModelConfig& config);
+
+// KV bytes one query at `context` keys reads over every layer group (the model's kv_specs): a sliding group
+// its window; with DSA-lite (dsa_top_k > 0) every attention group at most top_k rows, while the indexer's
+// keys are scored over the whole context.
+double kv_read_bytes(std::span<const core::KvSpec> groups, double context, int64_t dsa_top_k);
 
 }  // namespace drift::bench

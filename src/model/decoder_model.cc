@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "base/check.h"
@@ -61,7 +62,10 @@ class DecoderModel final : public Model {
       mla_lite_.rope = mla_lite_rope(freqs, positions);
       mla_lite_.split = split_;
     }
-    if (c.retrofit && c.retrofit->dsa_lite) dsa_ = dsa_indexer_spec(c);
+    if (c.retrofit && c.retrofit->dsa_lite) {
+      dsa_ = dsa_indexer_spec(c);
+      if (c.retrofit->dsa_lite->index_rope > 0) dsa_.rope = dsa_index_rope(positions);
+    }
     if (c.moe) {
       moe_ = moe_spec(c, *ops_);
       DRIFT_RETURN_IF_ERROR(check_moe_spec(moe_));
@@ -166,6 +170,17 @@ class DecoderModel final : public Model {
     return {mla_lite_rope_table_.view, int32_t(mla_lite_.rope_dim()), config_.rope.interleaved};
   }
 
+  // DSA-lite's indexer RoPE: the model's theta over the indexer's rotated features, with no scaling rule.
+  backend::RopeParams dsa_index_rope(int64_t positions) {
+    const int32_t n = config_.retrofit->dsa_lite->index_rope;
+    RopeFrequencies f;
+    for (int32_t i = 0; i < n / 2; ++i) f.inv_freq.push_back(float(1.0 / std::pow(config_.rope.theta, 2.0 * i / n)));
+    const std::vector<float> table = rope_cos_sin_table(f, positions);
+    dsa_rope_table_ = ops_->alloc(DType::kF32, {positions, n});
+    ops_->copy_from_host(dsa_rope_table_.view, table.data());
+    return {dsa_rope_table_.view, n, false};
+  }
+
   Status set_hidden_taps(std::span<const int32_t> layers) override {
     return stream_.set_taps(layers, config_.num_layers);
   }
@@ -219,6 +234,7 @@ class DecoderModel final : public Model {
   MlaLiteSpec mla_lite_;
   backend::Buffer mla_lite_rope_table_;  // [positions, rope_dim]: the kept frequencies' cos|sin
   DsaIndexerSpec dsa_;
+  backend::Buffer dsa_rope_table_;  // [positions, index_rope] when the indexer rotates
   MoeSpec moe_;
   std::vector<DecoderLayer> layers_;
   DecoderStream stream_;  // embedding, residual stream, final norm, LM head, taps

@@ -52,6 +52,33 @@ Expected<std::optional<int64_t>> rows_of(const SafetensorsFile& file, const char
   return std::optional<int64_t>(t->shape[0]);
 }
 
+// A file from a newer tool may carry parts this engine would otherwise skip in silence (and then compute
+// another function than the one trained): every mla_lite./dsa_lite. metadata key and tensor must be known.
+Status check_all_parts_known(const SafetensorsFile& file) {
+  static const std::set<std::string_view> meta_keys = {kMetaRopeFreqs, kMetaTopK, kMetaSinkTokens, kMetaLocalWindow,
+                                                       kMetaIndexRope};
+  static const std::set<std::string_view> tensors = {kMlaLiteKvDown, kMlaLiteKUp, kMlaLiteVUp, kMlaLiteQDown,
+                                                     kMlaLiteQUp,    kMlaLiteKRope, kDsaIndexQ, kDsaIndexK,
+                                                     kDsaIndexW};
+  const auto retrofit_part = [](std::string_view name) {
+    return name.starts_with("mla_lite.") || name.starts_with("dsa_lite.");
+  };
+  for (const auto& [key, value] : file.metadata()) {
+    if (retrofit_part(key) && !meta_keys.contains(key))
+      return invalid_argument(fmt::format("retrofit {}: metadata '{}' is not one this engine reads (a newer tool's "
+                                          "file?); refusing rather than running without it",
+                                          file.path(), key));
+  }
+  for (const std::string& name : file.names()) {
+    const size_t at = name.find(".self_attn.");
+    const std::string_view part = at == std::string::npos ? std::string_view(name)
+                                                          : std::string_view(name).substr(at + 11);
+    if (!retrofit_part(part) || !tensors.contains(part))
+      return invalid_argument(fmt::format("retrofit {}: tensor '{}' is not one this engine reads", file.path(), name));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string retrofit_tensor_name(int64_t layer, const char* name) {
@@ -60,6 +87,7 @@ std::string retrofit_tensor_name(int64_t layer, const char* name) {
 
 Expected<RetrofitConfig> read_retrofit_config(const std::string& path) {
   DRIFT_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
+  DRIFT_RETURN_IF_ERROR(check_all_parts_known(file));
   RetrofitConfig r;
   r.file = path;
   DRIFT_ASSIGN_OR_RETURN(std::optional<int64_t> rank, rows_of(file, kMlaLiteKvDown));
@@ -91,6 +119,10 @@ Expected<RetrofitConfig> read_retrofit_config(const std::string& path) {
     d.top_k = int32_t(top_k);
     d.sink_tokens = int32_t(sinks);
     d.local_window = int32_t(window);
+    if (file.metadata().contains(kMetaIndexRope)) {
+      DRIFT_ASSIGN_OR_RETURN(int64_t index_rope, metadata_int(file, kMetaIndexRope));
+      d.index_rope = int32_t(index_rope);
+    }
     r.dsa_lite = d;
   }
   if (!r.mla_lite && !r.dsa_lite)
@@ -133,6 +165,9 @@ Status check_dsa_lite(const DsaLiteConfig& d, const std::string& file) {
     return invalid_argument(fmt::format(
         "retrofit {}: DSA-lite {} = {} must exceed {} ({}) + {} ({}, at least 1) so the indexer has positions to choose",
         file, kMetaTopK, d.top_k, kMetaSinkTokens, d.sink_tokens, kMetaLocalWindow, d.local_window));
+  if (d.index_rope < 0 || d.index_rope % 2 != 0 || d.index_rope > d.index_dim)
+    return invalid_argument(fmt::format("retrofit {}: DSA-lite {} = {} must be even and in [0, {}] (the key's features)",
+                                        file, kMetaIndexRope, d.index_rope, d.index_dim));
   return Status::Ok();
 }
 

@@ -40,6 +40,10 @@ struct DsaLiteConfig {
   int32_t top_k = 0;                       // positions a query attends to beyond a short context
   int32_t sink_tokens = 0;                 // the first positions, always kept
   int32_t local_window = 0;                // the last positions up to the query itself, always kept
+  // The first index_rope features of every indexer query and key rotated by position (RoPE at the model's
+  // rope_theta, unscaled, over index_rope features, halves layout), as DeepSeek-V3.2's indexer does, so that it
+  // can score recency; 0: none.
+  int32_t index_rope = 0;
 };
 
 struct RetrofitConfig {
@@ -65,6 +69,7 @@ inline constexpr const char* kMetaRopeFreqs = "mla_lite.rope_freqs";
 inline constexpr const char* kMetaTopK = "dsa_lite.top_k";
 inline constexpr const char* kMetaSinkTokens = "dsa_lite.sink_tokens";
 inline constexpr const char* kMetaLocalWindow = "dsa_lite.local_window";
+inline constexpr const char* kMetaIndexRope = "dsa_lite.index_rope";  // optional, 0 when absent
 
 std::string retrofit_tensor_name(int64_t layer, const char* name);
 

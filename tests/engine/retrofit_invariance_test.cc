@@ -120,6 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
     Retrofits, RetrofitInvariance,
     ::testing::Values(Case{"mla_lite", {.rank = 36, .rope_freqs = {0, 1, 5}}},
                       Case{"dsa_lite", {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3}},
+                      // Indexer keys rotated by position: cached rotated, so prefix reuse and chunks must agree.
+                      Case{"dsa_index_rope",
+                           {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3, .index_rope = 4}},
                       Case{"both", {.rank = 40, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 12}},
                       // The tool's default form: a query adapter and one shared RoPE key (a 40 + 4 cache row).
                       Case{"both_shared_rope", {.rank = 40, .rope_freqs = {0, 3}, .q_rank = 2, .own_k_rope = true,

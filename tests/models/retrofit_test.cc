@@ -199,7 +199,8 @@ TEST(RetrofitTest, BothRetrofitsGiveTheSameLogitsChunkedAndOnOtherBlocks) {
 // query adapter and kept K rows of its own) plus a DSA-lite indexer (top-k 8) of the llama fixture, and the
 // logits the tool's own PyTorch forward gives: the tool and the engine agree on the file's layout, the partial
 // RoPE, the latent, the folded query adapter and the top-k rule. Then an MLA-lite alone whose kept K rows are
-// one RoPE key shared by both KV heads (DeepSeek's cache row).
+// one RoPE key shared by both KV heads (DeepSeek's cache row); then a DSA-lite alone whose indexer rotates
+// its first features by position.
 class RetrofitToolTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RetrofitToolTest, EngineMatchesTheToolsLogits) {
@@ -221,7 +222,8 @@ TEST_P(RetrofitToolTest, EngineMatchesTheToolsLogits) {
   EXPECT_LE(relative_max_error(got.data(), expected.data(), got.size()), kTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(ToolFiles, RetrofitToolTest, ::testing::Values("llama_retrofit", "llama_retrofit_shared_rope"));
+INSTANTIATE_TEST_SUITE_P(ToolFiles, RetrofitToolTest,
+                         ::testing::Values("llama_retrofit", "llama_retrofit_shared_rope", "llama_retrofit_index_rope"));
 
 TEST(RetrofitTest, InspectShowsKvBytesWithAndWithout) {
   const std::string dir = partial_rope_llama();
@@ -240,9 +242,10 @@ TEST(RetrofitTest, InspectShowsKvBytesWithAndWithout) {
   EXPECT_EQ(with_shared->kv_bytes_per_token, 2 * (16 + 4) * 2);
 }
 
-// A retrofit file rewritten without `drop` and with `reshape` given a wrong shape.
+// A retrofit file rewritten without `drop`, with `reshape` given a wrong shape, metadata changed and tensors renamed.
 std::string damaged(const std::string& good, const std::string& drop, const std::string& reshape,
-                    const std::map<std::string, std::string>& metadata_changes = {}) {
+                    const std::map<std::string, std::string>& metadata_changes = {},
+                    const std::map<std::string, std::string>& renames = {}) {
   auto file = weights::SafetensorsFile::open(good);
   EXPECT_TRUE(file.ok());
   std::vector<weights::TensorToWrite> tensors;
@@ -251,7 +254,9 @@ std::string damaged(const std::string& good, const std::string& drop, const std:
     const weights::TensorInfo* t = file->find(name);
     std::vector<int64_t> shape = t->shape;
     if (name == reshape) shape = {shape[0] / 2, shape[1] * 2};
-    tensors.emplace_back(name, t->dtype, shape, std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
+    const auto renamed = renames.find(name);
+    tensors.emplace_back(renamed == renames.end() ? name : renamed->second, t->dtype, shape,
+                         std::vector<std::byte>(t->bytes.begin(), t->bytes.end()));
   }
   std::map<std::string, std::string> meta = file->metadata();
   for (const auto& [k, v] : metadata_changes) meta[k] = v;
@@ -279,6 +284,18 @@ TEST(RetrofitTest, BadRetrofitFilesAreRefusedByName) {
   EXPECT_NE(load_error(dir, damaged(good, "", "", {{"mla_lite.rope_freqs", "0,9"}})).find("frequency 9"),
             std::string::npos);
   EXPECT_NE(load_error(dir, damaged(good, "", "", {{"dsa_lite.top_k", "3"}})).find("dsa_lite.top_k"), std::string::npos);
+  // Parts a newer tool might write are refused, not skipped: the file would compute something else here.
+  EXPECT_NE(load_error(dir, damaged(good, "", "", {{"dsa_lite.index_norm", "1"}})).find("'dsa_lite.index_norm'"),
+            std::string::npos);
+  // An indexer RoPE of an odd or too wide span.
+  EXPECT_NE(load_error(dir, damaged(good, "", "", {{"dsa_lite.index_rope", "3"}})).find("dsa_lite.index_rope"),
+            std::string::npos);
+  EXPECT_NE(load_error(dir, damaged(good, "", "", {{"dsa_lite.index_rope", "10"}})).find("dsa_lite.index_rope"),
+            std::string::npos);
+  EXPECT_EQ(load_error(dir, damaged(good, "", "", {{"dsa_lite.index_rope", "8"}})), "");
+  const std::string index_k = "model.layers.1.self_attn.dsa_lite.index_k.weight";
+  const std::string unknown = "model.layers.1.self_attn.dsa_lite.index_k_norm.weight";
+  EXPECT_NE(load_error(dir, damaged(good, "", "", {}, {{index_k, unknown}})).find(unknown), std::string::npos);
   const std::string too_wide = retrofit_path("wide", {.rank = 61, .rope_freqs = {0, 1}}, dir);
   EXPECT_NE(load_error(dir, too_wide).find("d_c = 61"), std::string::npos);
   EXPECT_NE(load_error(fixture_dir("qwen3"), good).find("qk_norm"), std::string::npos);
@@ -305,7 +322,8 @@ TEST(RetrofitCudaTest, BothRetrofitsRunAndMatchTheCpu) {
       retrofit_path("cuda_lite", {.rank = 40, .rope_freqs = {0, 1}, .q_rank = 3, .own_k_rope = true}, dir);
   // top_k over the prompt: every position is kept, so CPU and GPU attend alike (the op tests hold the
   // choice itself to the CPU's).
-  const std::string sparse = retrofit_path("cuda_dsa", {.mla_lite = false, .dsa_lite = true, .top_k = 64}, dir);
+  const std::string sparse =
+      retrofit_path("cuda_dsa", {.mla_lite = false, .dsa_lite = true, .top_k = 64, .index_rope = 4}, dir);
   // One shared RoPE key; a cache row of 44 + 4 (the latent kernels take widths in multiples of 8).
   const std::string shared = retrofit_path(
       "cuda_shared", {.rank = 44, .rope_freqs = {0, 1}, .q_rank = 3, .own_k_rope = true, .shared_rope = true}, dir);

@@ -5,7 +5,7 @@
 // dv 512, 16 and 128 heads) and the fixtures' small ones; decode (split-KV and its merge), several
 // sequences of odd lengths, contexts crossing blocks, chunked prefill, a draft tree beside a chain, and a
 // block-table view; and each case over an FP8 latent (codes and a scale per row) against the CPU's FP8
-// run. Slots no query may read hold NaN and the output starts as NaN, so a wrong slot or an unwritten row
+// run, and in CTAs of 32 heads. Slots no query may read hold NaN and the output starts as NaN, so a wrong slot or an unwritten row
 // fails. Tolerance 1e-2 relative L2 (bf16 inputs and output, fp32 softmax).
 #include <algorithm>
 #include <cmath>
@@ -36,6 +36,17 @@ KeyCase key_case(const MlaCase& c) {
 
 class MlaAttentionTest : public CudaOpsTest, public ::testing::WithParamInterface<MlaCase> {
  protected:
+  KeyInputs inputs(const MlaCase& c) {
+    KeyInputs in = build_inputs(key_case(c), rng_);
+    if (c.scale > 0.0f) in.scale = c.scale;
+    return in;
+  }
+  backend::CudaOps& cuda() {
+    auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
+    DRIFT_CHECK(cuda != nullptr, "the MLA tests' GPU backend is CudaOps");
+    return *cuda;
+  }
+
   // out [T, H, dv] of the op on `ops` (bf16 on the GPU, fp32 on the CPU), over `fp8`'s codes and scales
   // instead of the bf16 / fp32 latent where given.
   std::vector<float> run(backend::Ops& ops, bool gpu, const MlaCase& c, const KeyInputs& in,
@@ -78,8 +89,7 @@ std::vector<float> reference_mla(const MlaCase& c, KeyInputs in) {
 
 TEST_P(MlaAttentionTest, MatchesCpuAndTheDefinition) {
   const MlaCase& c = GetParam();
-  KeyInputs in = build_inputs(key_case(c), rng_);
-  if (c.scale > 0.0f) in.scale = c.scale;
+  const KeyInputs in = inputs(c);
   const auto got = run(*gpu_, true, c, in);
   const auto want = run(*cpu_, false, c, in);
   ASSERT_EQ(got.size(), want.size());
@@ -92,16 +102,13 @@ TEST_P(MlaAttentionTest, MatchesCpuAndTheDefinition) {
 // against the CPU over the same codes.
 TEST_P(MlaAttentionTest, Fp8LatentMatchesCpuOnBothKernels) {
   const MlaCase& c = GetParam();
-  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
-  ASSERT_NE(cuda, nullptr);
-  KeyInputs in = build_inputs(key_case(c), rng_);
-  if (c.scale > 0.0f) in.scale = c.scale;
+  const KeyInputs in = inputs(c);
   const Fp8Cache fp8 = quantize_fp8_cache(in.k_cache, c.width);
   const auto want = run(*cpu_, false, c, in, &fp8);
   const auto tensor_cores = run(*gpu_, true, c, in, &fp8);
-  cuda->set_mla_tensor_cores(false);
+  cuda().set_mla_tensor_cores(false);
   const auto cuda_cores = run(*gpu_, true, c, in, &fp8);
-  cuda->set_mla_tensor_cores(true);
+  cuda().set_mla_tensor_cores(true);
   EXPECT_CLOSE(tensor_cores, want, kAttention) << c.name << ": tensor cores";
   EXPECT_CLOSE(cuda_cores, want, kAttention) << c.name << ": CUDA cores";
 }
@@ -110,14 +117,11 @@ TEST_P(MlaAttentionTest, Fp8LatentMatchesCpuOnBothKernels) {
 // above; the fixtures' narrow latents run on CUDA cores either way).
 TEST_P(MlaAttentionTest, CudaCoreKernelMatchesCpu) {
   const MlaCase& c = GetParam();
-  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
-  ASSERT_NE(cuda, nullptr);
-  KeyInputs in = build_inputs(key_case(c), rng_);
-  if (c.scale > 0.0f) in.scale = c.scale;
+  const KeyInputs in = inputs(c);
   const auto tensor_cores = run(*gpu_, true, c, in);
-  cuda->set_mla_tensor_cores(false);
+  cuda().set_mla_tensor_cores(false);
   const auto cuda_cores = run(*gpu_, true, c, in);
-  cuda->set_mla_tensor_cores(true);
+  cuda().set_mla_tensor_cores(true);
   EXPECT_CLOSE(cuda_cores, run(*cpu_, false, c, in), kAttention) << c.name;
   EXPECT_CLOSE(tensor_cores, cuda_cores, kAttention) << c.name << ": the two kernels";
 }
@@ -126,16 +130,29 @@ TEST_P(MlaAttentionTest, CudaCoreKernelMatchesCpu) {
 // and an odd count give the CPU's answer too.
 TEST_P(MlaAttentionTest, SplitCapsMatchCpu) {
   const MlaCase& c = GetParam();
-  auto* cuda = dynamic_cast<backend::CudaOps*>(gpu_.get());
-  ASSERT_NE(cuda, nullptr);
-  KeyInputs in = build_inputs(key_case(c), rng_);
-  if (c.scale > 0.0f) in.scale = c.scale;
+  const KeyInputs in = inputs(c);
   const auto want = run(*cpu_, false, c, in);
   for (const int32_t cap : {1, 3}) {
-    cuda->set_mla_max_splits(cap);
+    cuda().set_mla_max_splits(cap);
     EXPECT_CLOSE(run(*gpu_, true, c, in), want, kAttention) << c.name << ": at most " << cap << " splits";
   }
-  cuda->set_mla_max_splits(0);
+  cuda().set_mla_max_splits(0);
+}
+
+// CTAs of 32 heads (CudaOptions::mla_wide_ctas, two m-tiles) on every case of more than 16 heads, bf16 and
+// FP8 latents: the CPU's answer, and the same bits twice.
+TEST_P(MlaAttentionTest, WideCtasMatchCpu) {
+  const MlaCase& c = GetParam();
+  const KeyInputs in = inputs(c);
+  const Fp8Cache fp8 = quantize_fp8_cache(in.k_cache, c.width);
+  const auto want = run(*cpu_, false, c, in), want_fp8 = run(*cpu_, false, c, in, &fp8);
+  cuda().set_mla_wide_ctas(true);
+  const auto wide = run(*gpu_, true, c, in), wide_fp8 = run(*gpu_, true, c, in, &fp8);
+  const auto again = run(*gpu_, true, c, in);
+  cuda().set_mla_wide_ctas(false);
+  EXPECT_CLOSE(wide, want, kAttention) << c.name << ": wide CTAs";
+  EXPECT_CLOSE(wide_fp8, want_fp8, kAttention) << c.name << ": wide CTAs over FP8";
+  EXPECT_EQ(again, wide) << c.name << ": wide CTAs, the same launch twice gives other bits";
 }
 
 const std::vector<int32_t> kSmallTree{-1, 0, 0, 1, 1, 2, 3, 3, 4, 5, 5, 6};
@@ -156,6 +173,8 @@ INSTANTIATE_TEST_SUITE_P(
         // MLA-lite on the Llama-3.1-8B shape: 384 latent values and 8 KV heads' 16 kept RoPE features.
         MlaCase{"mla_lite_8b_decode", 32, 512, 384, 16, {{900, 1}, {70, 1}}},
         MlaCase{"mla_lite_8b_prefill", 32, 512, 384, 16, {{60, 21}}},
+        // ... with one shared RoPE key of 16 frequencies (a 416-value row: the retrofit tool's form).
+        MlaCase{"mla_lite_8b_shared_rope", 32, 416, 384, 16, {{700, 1}, {33, 1}, {90, 9}}},
         // Several query tokens per sequence: prefill, chunked prefill, mixed steps.
         MlaCase{"prefill_h16", 16, 576, 512, 16, {{45, 45}, {3, 3}}},
         MlaCase{"chunked_prefill_h16", 16, 576, 512, 16, {{300, 37}}},

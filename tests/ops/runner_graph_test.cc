@@ -563,6 +563,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Retrofit{"none", std::nullopt},
                       Retrofit{"mla_lite", RetrofitRecipe{.rank = 36, .rope_freqs = {0, 1, 5}}},
                       Retrofit{"dsa_lite", RetrofitRecipe{.mla_lite = false, .dsa_lite = true, .top_k = 8, .local_window = 3}},
+                      Retrofit{"dsa_index_rope", RetrofitRecipe{.mla_lite = false, .dsa_lite = true, .top_k = 8,
+                                                                .local_window = 3, .index_rope = 4}},
                       Retrofit{"both", RetrofitRecipe{.rank = 40, .rope_freqs = {0, 3}, .dsa_lite = true, .top_k = 8}}),
     [](const ::testing::TestParamInfo<Retrofit>& test) { return std::string(test.param.name); });
 

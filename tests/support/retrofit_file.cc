@@ -133,6 +133,7 @@ void add_dsa_lite(const weights::ModelConfig& c, const RetrofitRecipe& r, std::v
   meta[weights::kMetaTopK] = std::to_string(r.top_k);
   meta[weights::kMetaSinkTokens] = std::to_string(r.sink_tokens);
   meta[weights::kMetaLocalWindow] = std::to_string(r.local_window);
+  if (r.index_rope > 0) meta[weights::kMetaIndexRope] = std::to_string(r.index_rope);
 }
 
 }  // namespace

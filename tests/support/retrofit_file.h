@@ -24,6 +24,7 @@ struct RetrofitRecipe {
   bool dsa_lite = false;
   int64_t index_heads = 2, index_dim = 8;
   int32_t top_k = 16, sink_tokens = 1, local_window = 4;
+  int32_t index_rope = 0;            // indexer features rotated by position (0: none)
   uint64_t seed = 1;
 };
 

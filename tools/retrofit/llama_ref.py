@@ -87,7 +87,7 @@ class Retrofit(nn.Module):
     """The new weights: per layer kv_down/k_up/v_up (MLA-lite) and index_q/index_k/index_w (DSA-lite)."""
 
     def __init__(self, cfg, rank=0, freqs=(), index_heads=0, index_dim=0, top_k=0, sink=0, window=0, q_rank=0,
-                 k_rope=False, shared_rope=False):
+                 k_rope=False, shared_rope=False, index_rope=0):
         super().__init__()
         self.rank, self.freqs, self.q_rank = rank, list(freqs), q_rank
         self.top_k, self.sink, self.window = top_k, sink, window
@@ -111,6 +111,10 @@ class Retrofit(nn.Module):
         self.k_rope = nn.ParameterList([nn.Parameter(torch.zeros(self.rope_keys * 2 * len(self.freqs), h))
                                         for _ in range(cfg.layers)]) if rank and k_rope else None
         self.index_heads, self.index_dim = index_heads, index_dim
+        # index_rope: the first features of every indexer query and key rotated by position (RoPE at the model's
+        # theta over that many features, halves layout), as DeepSeek-V3.2's indexer does, so that it can score
+        # recency (the engine's DsaLiteConfig::index_rope).
+        self.index_rope, self.index_theta = index_rope, cfg.theta
         mk = lambda rows: nn.ParameterList([nn.Parameter(torch.zeros(rows, h)) for _ in range(cfg.layers)])  # noqa: E731
         self.index_q = mk(index_heads * index_dim) if index_heads else None
         self.index_k = mk(index_dim) if index_heads else None
@@ -138,11 +142,14 @@ class Retrofit(nn.Module):
     def load(self, path, part):
         """Copy the `part` ("mla_lite" or "dsa_lite") tensors of a file this tool wrote into this retrofit of
         the same geometry; False when the file has none of them."""
-        tensors, _ = st_io.read(path)
+        tensors, meta = st_io.read(path)
         mine = {n: p for n, p in self.parameters_by_name().items() if f".{part}." in n}
         found = [n for n in mine if n in tensors]
         if not found:
             return False
+        if part == "dsa_lite" and int(meta.get("dsa_lite.index_rope", 0)) != self.index_rope:
+            raise SystemExit(f"{path}: its indexer rotates {meta.get('dsa_lite.index_rope', 0)} features, this run "
+                             f"{self.index_rope} (--index-rope)")
         if len(found) != len(mine):
             raise SystemExit(f"{path}: {len(found)} of the {len(mine)} {part} tensors this geometry needs")
         with torch.no_grad():
@@ -159,16 +166,24 @@ class Retrofit(nn.Module):
         if self.index_q is not None:
             meta.update({"dsa_lite.top_k": self.top_k, "dsa_lite.sink_tokens": self.sink,
                          "dsa_lite.local_window": self.window})
+            if self.index_rope:
+                meta["dsa_lite.index_rope"] = self.index_rope
         return meta
 
 
 def index_scores(retro, layer, x):
     """I [B, T, T] (unmasked) from the layer's normed input x [B, T, hidden]."""
     b, t, _ = x.shape
-    q = (x @ retro.index_q[layer].t().to(x.dtype)).view(b, t, retro.index_heads, retro.index_dim)
-    k = x @ retro.index_k[layer].t().to(x.dtype)
+    q = (x @ retro.index_q[layer].t().to(x.dtype)).view(b, t, retro.index_heads, retro.index_dim).float()
+    k = (x @ retro.index_k[layer].t().to(x.dtype)).float()
     w = x @ retro.index_w[layer].t().to(x.dtype)
-    dots = torch.relu(torch.einsum("bthd,bsd->bhts", q.float(), k.float()))
+    if retro.index_rope:
+        n = retro.index_rope
+        inv = 1.0 / (retro.index_theta ** (torch.arange(0, n, 2, dtype=torch.float32, device=x.device) / n))
+        ang = torch.arange(t, dtype=torch.float32, device=x.device)[:, None] * inv[None, :]
+        q = rotate(q, ang.cos(), ang.sin(), n)
+        k = rotate(k[:, :, None], ang.cos(), ang.sin(), n)[:, :, 0]
+    dots = torch.relu(torch.einsum("bthd,bsd->bhts", q, k))
     return torch.einsum("bhts,bth->bts", dots, w.float())
 
 

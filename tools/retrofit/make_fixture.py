@@ -3,8 +3,8 @@
 initialised by init.py from random calibration tokens (not identity: a PCA latent that drops RoPE from all
 but two frequencies, an indexer that prunes; a rank-3 query adapter and kept K rows moved off k_proj's, as
 training would leave them), and the logits this tool's forward gives for one prompt; then an MLA-lite alone
-with one shared RoPE key.
-tests/models/retrofit_test.cc loads both and checks the engine's logits against these.
+with one shared RoPE key; then a DSA-lite alone whose indexer rotates by position.
+tests/models/retrofit_test.cc loads each and checks the engine's logits against these.
 
     /usr/bin/python3 tools/retrofit/make_fixture.py   # writes tests/fixtures/retrofit/llama_retrofit*.safetensors
 """
@@ -47,6 +47,13 @@ def main():
     with torch.no_grad():
         logits, _ = model.forward(ids, shared, mla=True)
     write(out, "llama_retrofit_shared_rope", shared, ids, logits)
+
+    # DSA-lite alone whose indexer rotates 4 of its 8 features by position (k 8 of the 24 positions).
+    rotated = Retrofit(model.cfg, index_heads=2, index_dim=8, top_k=8, sink=1, window=3, index_rope=4)
+    init.init_indexer(model, rotated, inputs)
+    with torch.no_grad():
+        logits, _ = model.forward(ids, rotated, dsa=True)
+    write(out, "llama_retrofit_index_rope", rotated, ids, logits)
 
 
 def as_trained(retro):

@@ -199,7 +199,7 @@ def run_mla(args, model, data, inputs, stream, rank):
 def indexer_retrofit(args, model, inputs, mla_retro=None):
     r = Retrofit(model.cfg, rank=mla_retro.rank if mla_retro else 0, freqs=mla_retro.freqs if mla_retro else (),
                  index_heads=args.index_heads, index_dim=args.index_dim, top_k=args.top_ks[0], sink=args.sink,
-                 window=args.window, q_rank=mla_retro.q_rank if mla_retro else 0,
+                 window=args.window, index_rope=args.index_rope, q_rank=mla_retro.q_rank if mla_retro else 0,
                  k_rope=mla_retro is not None and mla_retro.k_rope is not None,
                  shared_rope=mla_retro is not None and mla_retro.rope_keys == 1).to(model.device)
     init.init_indexer(model, r, inputs)
@@ -293,6 +293,8 @@ def main():
     ap.add_argument("--top-ks", default="64,32,128", help="DSA-lite k values (the first file is written with 64)")
     ap.add_argument("--index-heads", type=int, default=4)
     ap.add_argument("--index-dim", type=int, default=32)
+    ap.add_argument("--index-rope", type=int, default=0, help="indexer query/key features rotated by position, as "
+                    "DeepSeek-V3.2's (even; 0: none)")
     ap.add_argument("--sink", type=int, default=4)
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--mla-seconds", type=float, default=150)

@@ -50,6 +50,10 @@ struct CudaOptions {
   bool gemv_stream = true;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
+  // Those tensor-core CTAs 32 heads wide where a step has more than 16 heads (MLA-lite's 32 at the 8B shape,
+  // DeepSeek-V3's 128), each latent row read once for every 32 heads instead of every 16. Off until measured
+  // (drift_bench_mla --wide-ctas; the op tests run every MLA case both ways).
+  bool mla_wide_ctas = false;
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
   // absorbed, as decode).
   bool mla_expanded_prefill = true;
@@ -187,6 +191,7 @@ class CudaOps final : public Ops {
   void set_mla_max_splits(int32_t n) { options_.mla_max_splits = n; }
   void set_decode_max_splits(int32_t n) { options_.decode_max_splits = n; }
   void set_decode_head_slices(bool on) { options_.decode_head_slices = on; }
+  void set_mla_wide_ctas(bool on) { options_.mla_wide_ctas = on; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }

@@ -39,16 +39,20 @@ void DsaIndexer::allocate_cache(backend::Ops& ops, int32_t num_blocks, int32_t b
 Tensor DsaIndexer::select(backend::Ops& ops, const ForwardContext& ctx, const Tensor& x, DsaScratch& scratch) const {
   const int64_t n = ctx.num_tokens;
   const Tensor q = scratch.q.view.slice(0, n), w = scratch.weights.view.slice(0, n), k = scratch.k.view.slice(0, n);
+  const Tensor k_heads = k.view({n, 1, spec_.dim}), q_heads = q.view({n, spec_.heads, spec_.dim});
+  const bool rotated = spec_.rope.rotary_dim > 0;
   index_k_.forward(ops, x, k);
+  if (rotated) ops.rope(k_heads, Tensor(), ctx.positions, spec_.rope);  // cached as rotated, as attention's K
   const KvGroupContext& kv = ctx.kv_groups[size_t(spec_.kv_group)];
   // Views (SpecPV's partial tables) would be read as whole tables here; the engine refuses the pairing.
   DRIFT_CHECK(!kv.block_positions.defined(), "DSA-lite's indexer reads whole block tables, not SpecPV views");
-  ops.write_kv(k.view({n, 1, spec_.dim}), Tensor(), kv.slot_mapping, cache_.view, Tensor());
+  ops.write_kv(k_heads, Tensor(), kv.slot_mapping, cache_.view, Tensor());
   if (keeps_every_key(kv)) return Tensor();
   index_q_.forward(ops, x, q);
+  if (rotated) ops.rope(q_heads, Tensor(), ctx.positions, spec_.rope);
   index_w_.forward(ops, x, w);
   const Tensor selected = scratch.selected.view.slice(0, n);
-  ops.indexer_topk({.q = q.view({n, spec_.heads, spec_.dim}), .head_weights = w, .k_cache = cache_.view,
+  ops.indexer_topk({.q = q_heads, .head_weights = w, .k_cache = cache_.view,
                     .block_tables = kv.block_tables, .query_start = ctx.query_start,
                     .context_lens = ctx.context_lens, .q_positions = ctx.positions, .tree_mask = ctx.tree_mask,
                     .selected = selected, .scratch = scratch.scratch.view, .sink_tokens = spec_.sink_tokens,

@@ -2,8 +2,10 @@
 // the hidden state to index_heads query vectors, one weight per head and one key of index_dim features;
 // the keys go to the indexer's own paged cache (KV group "indexer", KvKind::kIndexer), and the op
 // indexer_topk picks the top_k positions each query attends to (the first sink_tokens and the last
-// local_window always among them). The indexer has no RoPE: the local window covers what is near, the
-// learned scores what is far. Its weights carry DSA's scales (n_heads^-0.5 * d_idx^-0.5), set by the tool.
+// local_window always among them). Without RoPE (the default) the local window covers what is near and the
+// learned scores what is far; with it (rope.rotary_dim > 0, as V3.2's indexer) the first features of queries
+// and keys turn by position, so the scores can also prefer the recent. Its weights carry DSA's scales
+// (n_heads^-0.5 * d_idx^-0.5), set by the tool.
 #pragma once
 
 #include <optional>
@@ -20,6 +22,7 @@ struct DsaIndexerSpec {
   int32_t top_k = 0, sink_tokens = 0, local_window = 1;
   int32_t kv_group = 0;  // the indexer keys' KV group
   int64_t max_context = 0;  // positions the model is run at: the longest context a query may see
+  backend::RopeParams rope;  // the indexer's own table over its rotated features; rotary_dim 0: none
 };
 
 DsaIndexerSpec dsa_indexer_spec(const weights::ModelConfig& config);
