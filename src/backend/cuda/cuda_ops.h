@@ -51,8 +51,10 @@ struct CudaOptions {
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
   // Those tensor-core CTAs 32 heads wide where a step has more than 16 heads (MLA-lite's 32 at the 8B shape,
-  // DeepSeek-V3's 128), each latent row read once for every 32 heads instead of every 16. Off until measured
-  // (drift_bench_mla --wide-ctas; the op tests run every MLA case both ways).
+  // DeepSeek-V3's 128), each latent row read once for every 32 heads instead of every 16. Measured no faster
+  // (H200, drift_bench_mla: 32 heads x 416 at 64 x 8k 380.4 -> 388.6 us, 1 x 32k 31.3 -> 31.6; 128 heads x 576
+  // at 64 x 4k 810.5 -> 862.5): an SM runs the same 16 warps with the same work per chunk either way, so the
+  // per-chunk chain, not the rows' reads, bounds it. Off; the op tests run every MLA case both ways.
   bool mla_wide_ctas = false;
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
   // absorbed, as decode).
