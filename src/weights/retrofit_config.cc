@@ -69,10 +69,11 @@ Status check_all_parts_known(const SafetensorsFile& file) {
                                           "file?); refusing rather than running without it",
                                           file.path(), key));
   }
+  constexpr std::string_view kLayerPart = ".self_attn.";  // model.layers.{i}.self_attn.<part>
   for (const std::string& name : file.names()) {
-    const size_t at = name.find(".self_attn.");
+    const size_t at = name.find(kLayerPart);
     const std::string_view part = at == std::string::npos ? std::string_view(name)
-                                                          : std::string_view(name).substr(at + 11);
+                                                          : std::string_view(name).substr(at + kLayerPart.size());
     if (!retrofit_part(part) || !tensors.contains(part))
       return invalid_argument(fmt::format("retrofit {}: tensor '{}' is not one this engine reads", file.path(), name));
   }
