@@ -88,6 +88,7 @@ void run_inspect(const InspectOptions& o) {
                 human_bytes(double(m.kv_bytes_per_token)).c_str(),
                 human_bytes(double(m.kv_bytes_per_token_without_retrofit)).c_str(),
                 double(m.kv_bytes_per_token_without_retrofit) / double(m.kv_bytes_per_token));
+  if (!m.retrofit_summary.empty()) std::printf("               %s\n", m.retrofit_summary.c_str());
   const int64_t context = o.context > 0 ? o.context : m.max_position_embeddings;
   const KvFootprint f = kv_footprint(m, context, o.block_size, o.max_num_batched_tokens);
   print_kv_at_context(m, f, o.max_num_batched_tokens);

@@ -37,6 +37,7 @@ struct ModelInfo {
   // With a retrofit (MLA-lite, DSA-lite): its file, and the model's own cache without it; kv_groups and
   // kv_bytes_per_token above are then the retrofitted layout.
   std::string retrofit_file;
+  std::string retrofit_summary;  // what the file holds, one line
   int64_t kv_bytes_per_token_without_retrofit = 0;
 };
 

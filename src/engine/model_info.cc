@@ -55,8 +55,10 @@ Expected<ModelInfo> inspect_model(const std::string& model_dir, const std::strin
   if (!retrofit_file.empty()) {
     DRIFT_ASSIGN_OR_RETURN(const std::vector<core::KvSpec> own, model::kv_layout(c, kv_dtype));
     for (const core::KvSpec& g : own) info.kv_bytes_per_token_without_retrofit += g.bytes_per_token_per_layer() * g.num_layers;
+    const int64_t model_kv_heads = c.num_kv_heads;
     DRIFT_RETURN_IF_ERROR(model::apply_retrofit(c, retrofit_file));
     info.retrofit_file = retrofit_file;
+    info.retrofit_summary = weights::describe_retrofit(*c.retrofit, model_kv_heads);
   }
   DRIFT_ASSIGN_OR_RETURN(const std::vector<core::KvSpec> layout, model::kv_layout(c, kv_dtype));
   for (const core::KvSpec& g : layout) {

@@ -1,6 +1,7 @@
 #include "weights/retrofit_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <set>
@@ -188,6 +189,27 @@ Status check_retrofit(const ModelConfig& c, const RetrofitConfig& r) {
     DRIFT_RETURN_IF_ERROR(check_dsa_lite(*r.dsa_lite, r.file));
   }
   return Status::Ok();
+}
+
+std::string describe_retrofit(const RetrofitConfig& r, int64_t num_kv_heads) {
+  std::vector<std::string> parts;
+  if (r.mla_lite) {
+    const MlaLiteConfig& m = *r.mla_lite;
+    std::string s = fmt::format("MLA-lite d_c {}, RoPE kept on {} frequencies ({}), a cache row of {} values", m.rank,
+                                m.rope_freqs.size(), m.shared_rope(num_kv_heads) ? "one shared key" : "a key per KV head",
+                                m.cache_width(num_kv_heads));
+    if (m.q_rank > 0) s += fmt::format(", query adapter rank {}", m.q_rank);
+    if (m.k_rope_rows > 0) s += ", trained kept K rows";
+    parts.push_back(std::move(s));
+  }
+  if (r.dsa_lite) {
+    const DsaLiteConfig& d = *r.dsa_lite;
+    std::string s = fmt::format("DSA-lite indexer {} heads x {}", d.index_heads, d.index_dim);
+    if (d.index_rope > 0) s += fmt::format(" (RoPE on {})", d.index_rope);
+    s += fmt::format(", top-{} ({} sinks, window {})", d.top_k, d.sink_tokens, d.local_window);
+    parts.push_back(std::move(s));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 }  // namespace drift::weights

@@ -82,4 +82,7 @@ Expected<RetrofitConfig> read_retrofit_config(const std::string& path);
 // range, a top-k rule that leaves room to choose.
 Status check_retrofit(const ModelConfig& model, const RetrofitConfig& retrofit);
 
+// What the file holds, in one line a person reads (drift inspect), for a model of num_kv_heads KV heads.
+std::string describe_retrofit(const RetrofitConfig& retrofit, int64_t num_kv_heads);
+
 }  // namespace drift::weights

@@ -234,12 +234,24 @@ TEST(RetrofitTest, InspectShowsKvBytesWithAndWithout) {
   EXPECT_EQ(with->kv_bytes_per_token_without_retrofit, plain->kv_bytes_per_token);
   EXPECT_EQ(with->kv_bytes_per_token, 2 * (16 + 8) * 2);
   EXPECT_EQ(with->kv_groups[0].name, "mla_lite");
+  EXPECT_NE(with->retrofit_summary.find("MLA-lite d_c 16, RoPE kept on 2 frequencies (a key per KV head), a cache row "
+                                        "of 24 values"),
+            std::string::npos)
+      << with->retrofit_summary;
   // One shared RoPE key: d_c + 4 values a layer, not d_c + 2 x 4.
   const std::string shared =
       retrofit_path("inspect_shared", {.rank = 16, .rope_freqs = {0, 1}, .own_k_rope = true, .shared_rope = true}, dir);
   auto with_shared = inspect_model(dir, "bf16", shared);
   ASSERT_TRUE(with_shared.ok()) << with_shared.status().to_string();
   EXPECT_EQ(with_shared->kv_bytes_per_token, 2 * (16 + 4) * 2);
+  EXPECT_NE(with_shared->retrofit_summary.find("(one shared key), a cache row of 20 values"), std::string::npos)
+      << with_shared->retrofit_summary;
+  // An indexer, rotating its first 4 features.
+  const std::string sparse = retrofit_path(
+      "inspect_dsa", {.mla_lite = false, .dsa_lite = true, .top_k = 12, .local_window = 3, .index_rope = 4}, dir);
+  auto with_sparse = inspect_model(dir, "bf16", sparse);
+  ASSERT_TRUE(with_sparse.ok()) << with_sparse.status().to_string();
+  EXPECT_EQ(with_sparse->retrofit_summary, "DSA-lite indexer 2 heads x 8 (RoPE on 4), top-12 (1 sinks, window 3)");
 }
 
 // A retrofit file rewritten without `drop`, with `reshape` given a wrong shape, metadata changed and tensors renamed.
