@@ -45,10 +45,7 @@ class DecoderModel final : public Model {
     split_ = {.rank = ops_->rank(), .world = ops_->world_size()};
     DRIFT_ASSIGN_OR_RETURN(RopeFrequencies freqs, rope_frequencies(c.rope, c.rope.rotary_dim, c.max_position_embeddings));
     const int64_t positions = c.rope_positions > 0 ? c.rope_positions : c.max_position_embeddings;
-    const std::vector<float> table = rope_cos_sin_table(freqs, positions);
-    rope_table_ = ops_->alloc(DType::kF32, {positions, c.rope.rotary_dim});
-    ops_->copy_from_host(rope_table_.view, table.data());
-    const backend::RopeParams rope{rope_table_.view, int32_t(c.rope.rotary_dim), c.rope.interleaved};
+    const backend::RopeParams rope = upload_rope(freqs, positions, c.rope.interleaved, rope_table_);
     gqa_ = {.hidden = c.hidden_size, .num_heads = c.num_heads, .num_kv_heads = c.num_kv_heads, .head_dim = c.head_dim,
             .qkv_bias = c.attention_bias, .o_bias = c.attention_out_bias, .qk_norm = c.qk_norm,
             .sinks = c.attention_sinks, .norm_eps = c.rms_norm_eps, .sliding_window = 0, .kv_group = 0, .rope = rope,
@@ -159,15 +156,22 @@ class DecoderModel final : public Model {
         logits);
   }
 
+  // A [positions, 2 x frequencies] cos|sin table on the device, kept in `table`, as the rope op reads it.
+  backend::RopeParams upload_rope(const RopeFrequencies& f, int64_t positions, bool interleaved,
+                                  backend::Buffer& table) {
+    const int32_t dim = int32_t(2 * f.inv_freq.size());
+    const std::vector<float> host = rope_cos_sin_table(f, positions);
+    table = ops_->alloc(DType::kF32, {positions, dim});
+    ops_->copy_from_host(table.view, host.data());
+    return {table.view, dim, interleaved};
+  }
+
   // MLA-lite's RoPE over its kept frequencies only: the model's table restricted to them.
   backend::RopeParams mla_lite_rope(const RopeFrequencies& model_freqs, int64_t positions) {
     RopeFrequencies kept = model_freqs;
     kept.inv_freq.clear();
     for (const int32_t f : mla_lite_.rope_freqs) kept.inv_freq.push_back(model_freqs.inv_freq[size_t(f)]);
-    const std::vector<float> table = rope_cos_sin_table(kept, positions);
-    mla_lite_rope_table_ = ops_->alloc(DType::kF32, {positions, mla_lite_.rope_dim()});
-    ops_->copy_from_host(mla_lite_rope_table_.view, table.data());
-    return {mla_lite_rope_table_.view, int32_t(mla_lite_.rope_dim()), config_.rope.interleaved};
+    return upload_rope(kept, positions, config_.rope.interleaved, mla_lite_rope_table_);
   }
 
   // DSA-lite's indexer RoPE: the model's theta over the indexer's rotated features, with no scaling rule.
@@ -175,10 +179,7 @@ class DecoderModel final : public Model {
     const int32_t n = config_.retrofit->dsa_lite->index_rope;
     RopeFrequencies f;
     for (int32_t i = 0; i < n / 2; ++i) f.inv_freq.push_back(float(1.0 / std::pow(config_.rope.theta, 2.0 * i / n)));
-    const std::vector<float> table = rope_cos_sin_table(f, positions);
-    dsa_rope_table_ = ops_->alloc(DType::kF32, {positions, n});
-    ops_->copy_from_host(dsa_rope_table_.view, table.data());
-    return {dsa_rope_table_.view, n, false};
+    return upload_rope(f, positions, false, dsa_rope_table_);
   }
 
   Status set_hidden_taps(std::span<const int32_t> layers) override {

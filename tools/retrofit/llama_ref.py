@@ -181,8 +181,9 @@ def index_scores(retro, layer, x):
         n = retro.index_rope
         inv = 1.0 / (retro.index_theta ** (torch.arange(0, n, 2, dtype=torch.float32, device=x.device) / n))
         ang = torch.arange(t, dtype=torch.float32, device=x.device)[:, None] * inv[None, :]
-        q = rotate(q, ang.cos(), ang.sin(), n)
-        k = rotate(k[:, :, None], ang.cos(), ang.sin(), n)[:, :, 0]
+        cos, sin = ang.cos(), ang.sin()
+        q = rotate(q, cos, sin, n)
+        k = rotate(k[:, :, None], cos, sin, n)[:, :, 0]
     dots = torch.relu(torch.einsum("bthd,bsd->bhts", q, k))
     return torch.einsum("bhts,bth->bts", dots, w.float())
 

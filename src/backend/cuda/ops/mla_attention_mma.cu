@@ -5,10 +5,12 @@
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
 // row a CTA reads serves all of them (MLA's point). A wide CTA (kM = 2, CudaOptions::mla_wide_ctas) takes 32
 // heads as two m-tiles, 16 warps, 8 a tile, each warp doing for its tile what a warp of the 16-head CTA does:
-// 32 heads read each latent row once instead of twice. Measured no faster (MLA-lite's 32 heads over a 416-value
-// row at 64 x 8k: 380 -> 389 us, 27% of the copy bandwidth either way): the SM runs the same warps with the same
-// chain of products, syncs and softmax per chunk, which bounds it, not the rows' reads (CudaOptions). Per chunk of 32 latent rows, brought into shared memory
-// by cp.async one chunk ahead of the compute (two stages):
+// 32 heads read each latent row once instead of twice. Measured no faster (MLA-lite's 32 heads over a
+// 416-value row at 64 x 8k: 380 -> 389 us, 27% of the copy bandwidth either way): the SM runs the same warps
+// with the same chain of products, syncs and softmax per chunk, which bounds it, not the rows' reads.
+//
+// Per chunk of 32 latent rows, brought into shared memory by cp.async one chunk ahead of the compute (two
+// stages):
 //   scores  S[16, 32]  = Q[16, D] K[32, D]^T   (warp w: every key over an eighth of D's k steps, its
 //                                               queries' fragments in registers; the eight partials summed)
 //   softmax per head, online in fp32; the weights rounded to bf16 once, for the product and the sum alike
