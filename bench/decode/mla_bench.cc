@@ -8,8 +8,8 @@
 // the L2; median of repeats), the latent bytes
 // read over that time against the copy bandwidth measured in the same run, and the tensor-core kernel
 // beside the CUDA-core one with the relative difference of their outputs (a check that both computed the
-// same thing on these inputs; the op tests hold them to the CPU oracle), and the tensor-core kernel in CTAs of
-// 32 heads (CudaOptions::mla_wide_ctas; the same as the 16-head one at 16 heads or fewer).
+// same thing on these inputs; the op tests hold them to the CPU oracle), and the warpgroup-MMA kernel
+// (CudaOptions::mla_wgmma; over an FP8 latent the column repeats the mma.sync kernel, which runs there).
 //
 // `--max-splits 16 64 256` repeats the rows under each cap on the key splits (CudaOptions::mla_max_splits),
 // to see where the split rule should stop at batch 1.
@@ -46,7 +46,7 @@ struct Geometry {
 
 struct MlaRow {
   int64_t heads, batch, context;
-  double us_tensor_cores, us_cuda_cores, us_wide;
+  double us_tensor_cores, us_cuda_cores, us_wgmma;
   double bytes;       // latent rows read, plus queries and outputs
   double difference;  // relative L2 between the two kernels' outputs
 };
@@ -95,40 +95,41 @@ MlaRow measure(backend::CudaOps& ops, const Geometry& g, const LatentCache& cach
                       .context_lens = context_lens.view, .scale = g.scale});
   }
   const int calls = int(std::max<int64_t>(layers, 4));
-  auto time_kernel = [&](bool tensor_cores, std::vector<float>& result, bool wide = false) {
+  auto time_kernel = [&](bool tensor_cores, std::vector<float>& result, bool wgmma = false) {
     ops.set_mla_tensor_cores(tensor_cores);
-    ops.set_mla_wide_ctas(wide);
+    ops.set_mla_wgmma(wgmma);
     const double t = time_captured(ops.stream(), calls, [&](int i) { ops.paged_attention(params[size_t(i) % params.size()]); });
     ops.paged_attention(params[0]);
     result = read_bf16(ops, out.view);
     return t;
   };
-  std::vector<float> tensor_out, cuda_out, wide_out;
+  std::vector<float> tensor_out, cuda_out, wgmma_out;
   MlaRow r{heads, batch, context, 0, 0, 0, 0, 0};
   r.us_tensor_cores = time_kernel(true, tensor_out) * 1e6;
   r.us_cuda_cores = time_kernel(false, cuda_out) * 1e6;
-  r.us_wide = time_kernel(true, wide_out, true) * 1e6;
+  r.us_wgmma = time_kernel(true, wgmma_out, true) * 1e6;
   ops.set_mla_tensor_cores(true);
-  ops.set_mla_wide_ctas(backend::CudaOptions{}.mla_wide_ctas);
+  ops.set_mla_wgmma(backend::CudaOptions{}.mla_wgmma);
   const double row_bytes = g.fp8 ? double(g.width + 4) : double(g.width * 2);
   r.bytes = double(batch) * double(context) * row_bytes + double(batch * heads) * (g.width + g.dv) * 2;
-  r.difference = std::max(relative_l2(tensor_out, cuda_out), relative_l2(wide_out, cuda_out));
+  r.difference = std::max(relative_l2(tensor_out, cuda_out), relative_l2(wgmma_out, cuda_out));
   return r;
 }
 
 // One table row (and a progress line): `cap` the split cap it ran under (0: the split rule's own).
 std::string format_row(const MlaRow& r, int32_t cap, double copy_bandwidth) {
   const double bandwidth = r.bytes / (r.us_tensor_cores * 1e-6);
-  const double wide_bandwidth = r.bytes / (r.us_wide * 1e-6);
+  const double wgmma_bandwidth = r.bytes / (r.us_wgmma * 1e-6);
   std::printf("heads %lld batch %lld context %lld splits cap %d: %.1f us (%.0f%% of copy), CUDA cores %.1f us, "
-              "32-head CTAs %.1f us\n",
+              "wgmma %.1f us (%.0f%%)\n",
               static_cast<long long>(r.heads), static_cast<long long>(r.batch), static_cast<long long>(r.context), cap,
-              r.us_tensor_cores, 100.0 * bandwidth / copy_bandwidth, r.us_cuda_cores, r.us_wide);
+              r.us_tensor_cores, 100.0 * bandwidth / copy_bandwidth, r.us_cuda_cores, r.us_wgmma,
+              100.0 * wgmma_bandwidth / copy_bandwidth);
   std::fflush(stdout);
   return fmt::format("| {} | {} | {} | {} | {:.1f} | {:.0f} | {:.0f}% | {:.1f} | {:.2f}x | {:.1f} ({:.0f}%) | {:.1e} |\n",
                      r.heads, r.batch, r.context, cap > 0 ? fmt::format("{}", cap) : std::string("rule"),
                      r.us_tensor_cores, bandwidth * 1e-9, 100.0 * bandwidth / copy_bandwidth, r.us_cuda_cores,
-                     r.us_cuda_cores / r.us_tensor_cores, r.us_wide, 100.0 * wide_bandwidth / copy_bandwidth,
+                     r.us_cuda_cores / r.us_tensor_cores, r.us_wgmma, 100.0 * wgmma_bandwidth / copy_bandwidth,
                      r.difference);
 }
 
@@ -165,7 +166,7 @@ int run(int argc, char** argv) {
   std::string table = fmt::format(
       "GPU: {} | copy {:.2f} TB/s | latent rows of {} ({}), values the first {}, block size {}\n\n"
       "| heads | batch | context | splits cap | tensor cores us | GB/s | of copy bandwidth | CUDA cores us | speedup | "
-      "32-head CTAs us (of copy) | kernels differ by |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      "wgmma us (of copy) | kernels differ by |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       prop.name, ceil.bandwidth * 1e-12, geometry.width, geometry.fp8 ? "fp8 + a scale per row" : "bf16", geometry.dv,
       block_size);
   for (int32_t cap : split_caps) {

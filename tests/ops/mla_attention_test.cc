@@ -1,12 +1,14 @@
 // paged_attention over MLA's shared latent cache (DeepSeek-V2/V3, Youtu): v_cache undefined, one latent
 // row of width D per token (num_kv_heads 1), V the first dv = out.size(2) features of each row. The CUDA
-// kernels (ops/mla_attention_mma.cu on tensor cores, ops/mla_attention.cu on CUDA cores) against the CPU backend and against the brute-force reference of
-// tests/support/attention_case.h (run with V = the K rows, then cut to dv). DeepSeek's real shape (D 576,
-// dv 512, 16 and 128 heads) and the fixtures' small ones; decode (split-KV and its merge), several
-// sequences of odd lengths, contexts crossing blocks, chunked prefill, a draft tree beside a chain, and a
-// block-table view; and each case over an FP8 latent (codes and a scale per row) against the CPU's FP8
-// run, and in CTAs of 32 heads. Slots no query may read hold NaN and the output starts as NaN, so a wrong slot or an unwritten row
-// fails. Tolerance 1e-2 relative L2 (bf16 inputs and output, fp32 softmax).
+// kernels (ops/mla_attention_wgmma.cu on warpgroup MMA, the default where it takes the shape;
+// ops/mla_attention_mma.cu on mma.sync; ops/mla_attention.cu on CUDA cores) against the CPU backend and
+// against the brute-force reference of tests/support/attention_case.h (run with V = the K rows, then cut to
+// dv). DeepSeek's real shape (D 576, dv 512, 16 and 128 heads) and the fixtures' small ones; decode
+// (split-KV and its merge), several sequences of odd lengths, contexts crossing blocks, chunked prefill, a
+// draft tree beside a chain, and a block-table view; each case over an FP8 latent (codes and a scale per
+// row) against the CPU's FP8 run, and on mma.sync in CTAs of 16 and of 32 heads. Slots no query may read
+// hold NaN and the output starts as NaN, so a wrong slot or an unwritten row fails. Tolerance 1e-2
+// relative L2 (bf16 inputs and output, fp32 softmax).
 #include <algorithm>
 #include <cmath>
 #include <ostream>
@@ -147,12 +149,36 @@ TEST_P(MlaAttentionTest, WideCtasMatchCpu) {
   const Fp8Cache fp8 = quantize_fp8_cache(in.k_cache, c.width);
   const auto want = run(*cpu_, false, c, in), want_fp8 = run(*cpu_, false, c, in, &fp8);
   cuda().set_mla_wide_ctas(true);
+  cuda().set_mla_wgmma(false);  // which comes first where both are allowed
   const auto wide = run(*gpu_, true, c, in), wide_fp8 = run(*gpu_, true, c, in, &fp8);
   const auto again = run(*gpu_, true, c, in);
+  cuda().set_mla_wgmma(true);
   cuda().set_mla_wide_ctas(false);
   EXPECT_CLOSE(wide, want, kAttention) << c.name << ": wide CTAs";
   EXPECT_CLOSE(wide_fp8, want_fp8, kAttention) << c.name << ": wide CTAs over FP8";
   EXPECT_EQ(again, wide) << c.name << ": wide CTAs, the same launch twice gives other bits";
+}
+
+// The mma.sync kernel (the default runs the warpgroup-MMA one, CudaOptions::mla_wgmma, wherever it takes the
+// shape: bf16 latents of 128/384/512 values) on every case: the CPU's answer under the split rule and under
+// caps of one split (no merge) and three, and the same bits twice.
+TEST_P(MlaAttentionTest, MmaSyncKernelMatchesCpu) {
+  const MlaCase& c = GetParam();
+  const KeyInputs in = inputs(c);
+  const auto want = run(*cpu_, false, c, in);
+  cuda().set_mla_wgmma(false);
+  const auto got = run(*gpu_, true, c, in), again = run(*gpu_, true, c, in);
+  std::vector<std::vector<float>> capped;
+  for (const int32_t cap : {1, 3}) {
+    cuda().set_mla_max_splits(cap);
+    capped.push_back(run(*gpu_, true, c, in));
+  }
+  cuda().set_mla_max_splits(0);
+  cuda().set_mla_wgmma(true);
+  EXPECT_CLOSE(got, want, kAttention) << c.name << ": mma.sync";
+  EXPECT_EQ(again, got) << c.name << ": mma.sync, the same launch twice gives other bits";
+  EXPECT_CLOSE(capped[0], want, kAttention) << c.name << ": mma.sync, one split";
+  EXPECT_CLOSE(capped[1], want, kAttention) << c.name << ": mma.sync, at most three splits";
 }
 
 const std::vector<int32_t> kSmallTree{-1, 0, 0, 1, 1, 2, 3, 3, 4, 5, 5, 6};

@@ -545,7 +545,7 @@ int32_t CudaOps::mla_splits(const cuda::AttentionParams& a, cuda::MlaKernel kern
   // their batch (a graph's padded bucket and the eager step it stands for give the same bits). At least 64
   // keys per split, at most kMlaMaxSplits, no more partial results than the workspace holds. Only shapes
   // decide: the launch stays capturable.
-  const int64_t heads_per_cta = cuda::mla_attention_heads_per_cta(kernel);
+  const int64_t heads_per_cta = cuda::mla_attention_heads_per_cta(kernel, a.num_heads);
   const int64_t ctas = int64_t(a.num_tokens) * ((a.num_heads + heads_per_cta - 1) / heads_per_cta);
   const int64_t slots = int64_t(num_sms_) * cuda::mla_attention_ctas_per_sm(kernel);
   const int64_t max_keys = most_keys(a);
@@ -579,7 +579,8 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
     DRIFT_CHECK(cuda::mla_attention_supports(a.head_dim, a.head_dim_v, a.num_kv_heads),
                 "cuda paged_attention: latent rows of {} read as values of {} are not supported", a.head_dim,
                 a.head_dim_v);
-    const cuda::MlaKernel kernel = cuda::mla_attention_kernel(a, options_.mla_tensor_cores, options_.mla_wide_ctas);
+    const cuda::MlaKernel kernel = cuda::mla_attention_kernel(
+        a, {.tensor_cores = options_.mla_tensor_cores, .wide = options_.mla_wide_ctas, .wgmma = options_.mla_wgmma});
     a.num_splits = mla_splits(a, kernel);
     if (a.num_splits > 1) {
       a.partial_out = static_cast<float*>(attention_workspace_.get());

@@ -56,6 +56,11 @@ struct CudaOptions {
   // at 64 x 4k 810.5 -> 862.5): an SM runs the same 16 warps with the same work per chunk either way, so the
   // per-chunk chain, not the rows' reads, bounds it. Off; the op tests run every MLA case both ways.
   bool mla_wide_ctas = false;
+  // MLA attention on warpgroup MMA (ops/mla_attention_wgmma.cu: the latent rows as the products' M, the heads
+  // as N) where the shape allows (bf16 latents; FP8 ones stay on mma.sync), before either mma.sync form.
+  // drift_bench_mla on an H200 against the mma.sync kernel: 16 heads x 576 at 64 x 4k 116.3 -> 104.4 us,
+  // 1 x 32k 28.0 -> 22.2; MLA-lite's 32 x 416 at 64 x 8k 373.7 -> 197.6; 128 heads at 64 x 4k 804 -> 448.
+  bool mla_wgmma = true;
   // MLA prefill in the expanded form (model/layers/mla_attention.h) where the head widths allow (else
   // absorbed, as decode).
   bool mla_expanded_prefill = true;
@@ -194,6 +199,7 @@ class CudaOps final : public Ops {
   void set_decode_max_splits(int32_t n) { options_.decode_max_splits = n; }
   void set_decode_head_slices(bool on) { options_.decode_head_slices = on; }
   void set_mla_wide_ctas(bool on) { options_.mla_wide_ctas = on; }
+  void set_mla_wgmma(bool on) { options_.mla_wgmma = on; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }
   void set_moe_one_token_kernels(bool on) { options_.moe_one_token_kernels = on; }

@@ -1,6 +1,6 @@
 // Thin wrappers over Hopper's warpgroup MMA (sm_90a): wgmma.mma_async with A from registers (each warp's
-// 16 rows in mma.sync m16n8k16's A fragment layout) and B from shared memory through a matrix descriptor,
-// fp32 accumulators laid out per warp as mma.sync's C fragments, one per 8 columns.
+// 16 rows in mma.sync m16n8k16's A fragment layout) or from shared memory, and B from shared memory through
+// a matrix descriptor, fp32 accumulators laid out per warp as mma.sync's C fragments, one per 8 columns.
 //
 // B is K-major (each column's k values contiguous: a token's inputs) in rows of 64 bf16 (128 bytes) with the
 // 128-byte swizzle: within each 1024-byte atom of 8 rows, 16-byte unit u of row r sits at unit u ^ (r % 8).
@@ -55,6 +55,36 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
         "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
         "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+
+// d[64 x n] (+)= a[64 x 16] * b[16 x n], both from shared memory through descriptors, n 16 or 32: a K-major
+// (kTransA false) or MN-major (true: each k's 64 m values contiguous, as a row-major [k][m] tile read
+// transposed), b K-major.
+template <int kN, bool kTransA>
+__device__ __forceinline__ void wgmma_m64nk16_ss(float (&d)[kN / 2], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  static_assert(kN == 16 || kN == 32, "m64n16k16 and m64n32k16 only");
+  if constexpr (kN == 16) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)), "n"(int(kTransA)));
+  } else {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)), "n"(int(kTransA)));
+  }
 }
 
 }  // namespace drift::backend::cuda

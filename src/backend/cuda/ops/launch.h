@@ -306,25 +306,34 @@ bool decode_attention_fp8_supports(const AttentionParams& p);
 void run_decode_attention_fp8(const AttentionParams& p, cudaStream_t stream);
 int decode_attention_fp8_ctas_per_sm(int32_t head_dim);
 // Multi-head latent attention (ops/mla_attention*.cu): v_cache null, one latent row per token (num_kv_heads
-// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta(kernel)
-// heads, key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge
-// kernel over partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Two
-// kernels compute it: on tensor cores (mla_attention_mma.cu) where the shape allows, in CTAs of 16 heads or
-// wide ones of 32, else on CUDA cores.
-enum class MlaKernel : uint8_t { kCudaCores, kTensorCores, kTensorCoresWide };
+// 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta heads,
+// key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge kernel over
+// partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Three kernels compute
+// it: on warpgroup MMA (mla_attention_wgmma.cu, bf16 latents) or mma.sync (mla_attention_mma.cu, in CTAs
+// of 16 heads or wide ones of 32) where the shape allows, else on CUDA cores.
+enum class MlaKernel : uint8_t { kCudaCores, kTensorCores, kTensorCoresWide, kWarpgroup };
 constexpr int32_t kMlaMaxSplits = 256;  // the merge kernel weighs up to this many splits of a (token, head)
 void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream);
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
-// The kernel for a shape: tensor cores when allowed and the shape fits them (head_dim % 16 == 0, head_dim_v
-// 128/256/512, no sinks, q rows 16-byte aligned); wide CTAs when also allowed and more than 16 heads.
-MlaKernel mla_attention_kernel(const AttentionParams& p, bool allow_tensor_cores, bool allow_wide);
-int32_t mla_attention_heads_per_cta(MlaKernel kernel);
+// Which kernels a caller allows; mla_attention_kernel picks the first allowed that fits the shape, in the
+// order warpgroup, wide, tensor cores, CUDA cores.
+struct MlaKernelChoice {
+  bool tensor_cores = true;  // mma.sync: head_dim % 16 == 0, head_dim_v 128/256/384/512, no sinks, q rows 16-byte aligned
+  bool wide = false;         // ... in CTAs of 32 heads where there are more than 16
+  bool wgmma = false;        // warpgroup MMA: as tensor cores, bf16 latents, head_dim_v 128/384/512
+};
+MlaKernel mla_attention_kernel(const AttentionParams& p, const MlaKernelChoice& allowed);
+int32_t mla_attention_heads_per_cta(MlaKernel kernel, int32_t num_heads);
 int32_t mla_attention_ctas_per_sm(MlaKernel kernel);
 // The tensor-core kernel in CTAs of m_tiles x 16 heads (1 or 2).
 bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8, int32_t m_tiles);
 int32_t mla_attention_mma_heads_per_cta(int32_t m_tiles);
 int32_t mla_attention_mma_ctas_per_sm(int32_t m_tiles);
 void run_mla_attention_mma(const AttentionParams& p, int32_t m_tiles, cudaStream_t stream);
+// The warpgroup kernel: one CTA of 128 threads an SM, 16 heads a CTA at 16 heads or fewer, else 32.
+bool mla_attention_wgmma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8);
+int32_t mla_attention_wgmma_heads_per_cta(int32_t num_heads);
+void run_mla_attention_wgmma(const AttentionParams& p, cudaStream_t stream);
 // MLA's expanded prefill (ops/mla_prefill.cu; ops.h: GatherContextParams, MlaPrefillParams). The gather
 // packs every sequence's cached latent rows; the attention runs per (64 query tokens, head) over them.
 struct GatherContextLaunch {

@@ -30,9 +30,8 @@
 // the chunk's codes are scaled into the one bf16 stage FP8 needs (rounded to bf16 once, as the prefill
 // kernel's FP8 tiles), and the products do not change.
 //
-// Not done (FlashMLA's further steps): wgmma with Q in registers and 64 heads per CTA (V3's 128 heads read
-// each row 8 times here as CTAs of 16, 4 as wide CTAs), a TMA producer warp group, and several query tokens of
-// one sequence packed into M for speculative verification.
+// ops/mla_attention_wgmma.cu computes the same on warpgroup MMA and is the default where it takes the shape
+// (bf16 latents); this kernel runs FP8 latents and the shapes that one does not take.
 #include <algorithm>
 #include <cmath>
 
