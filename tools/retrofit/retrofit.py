@@ -293,8 +293,8 @@ def main():
     ap.add_argument("--top-ks", default="64,32,128", help="DSA-lite k values (the first file is written with 64)")
     ap.add_argument("--index-heads", type=int, default=4)
     ap.add_argument("--index-dim", type=int, default=32)
-    ap.add_argument("--index-rope", type=int, default=0, help="indexer query/key features rotated by position, as "
-                    "DeepSeek-V3.2's (even; 0: none)")
+    ap.add_argument("--index-rope", type=int, default=16, help="indexer query/key features rotated by position, as "
+                    "DeepSeek-V3.2's (even; 0: none). 16 of 4 x 32: +0.84%% bits/byte at k 64 against +2.53%% without")
     ap.add_argument("--sink", type=int, default=4)
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--mla-seconds", type=float, default=150)

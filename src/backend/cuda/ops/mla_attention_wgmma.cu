@@ -1,23 +1,25 @@
 // Multi-head latent attention on Hopper's warpgroup MMA (wgmma, sm_90a): the function of ops/mla_attention.cu
 // for bf16 latents of DeepSeek's, Youtu's and MLA-lite's shapes, with the latent rows as the products' M.
 // wgmma's M is 64; a decode step has 16 or 32 query heads a CTA, so heads as M (the mma.sync kernel's
-// orientation) would leave half to three quarters of every product empty. Here the heads are N instead:
+// orientation) would leave half to three quarters of every product empty. Here the heads are N instead.
 //
-// One CTA (one warpgroup, 128 threads) per (query token, kN heads, key split). Per chunk of 64 latent rows,
-// staged by cp.async one or two chunks ahead (as shared memory allows):
-//   scores  S^T[64, kN] = K[64, D] Q^T[D, kN]      warp w: keys 16 w .. 16 w + 15 as A fragments (ldmatrix
-//                                                   from the stage), Q^T from shared memory (descriptor)
-//   softmax per head over the chunk's keys, online in fp32: the four warps' maxima meet in shared memory (one
-//           barrier); the weights, rounded to bf16 once, go to shared memory as P^T's rows; each thread keeps
-//           its own running sums, added across the CTA once at the end
-//   values  O^T[dv, kN] += V^T[dv, 64] P^T[64, kN]  warp w: features 64 m + 16 w .. of m-tile m as A fragments
-//                                                   (ldmatrix.trans of the same stage), P^T by descriptor
-// where V is the first dv features of the same rows (the shared K = V latent). Three barriers a chunk of 64
-// rows (the mma.sync kernel: four a chunk of 32, with every warp's partial scores through shared memory).
-// Split results go to the workspace in the CUDA-core kernel's format and merge with its merge kernel.
+// One CTA (two warpgroups, 256 threads, one an SM) per (query token, kN heads, key split). Per chunk of 64
+// latent rows, staged by cp.async one or two chunks ahead (as shared memory allows) into 128-byte-swizzled
+// blocks of 64 features, every operand read from shared memory through a descriptor:
+//   scores  S^T[64, kN] = K[64, D] Q^T[D, kN]       warpgroup w: half of D's k steps; each hands the other
+//                                                    its partial scores of the other's heads (one barrier)
+//   softmax per head over the chunk's keys, online in fp32, warpgroup w for its half of the heads: the four
+//           warps' maxima meet in shared memory (a warpgroup barrier); the weights, rounded to bf16 once, go
+//           to shared memory as P^T's rows and the heads' rescales beside them (one barrier); each thread
+//           keeps its own running sums, added across the warpgroup once at the end
+//   values  O^T[dv, kN] = O^T alpha + V^T[dv, 64] P^T[64, kN]   warpgroup w: half of the features; V^T is
+//                                                    the stage's blocks read MN-major (transposed)
+// where V is the first dv features of the same rows (the shared K = V latent). Split results go to the
+// workspace in the CUDA-core kernel's format and merge with its merge kernel. How the design got here, each
+// step measured, is in bench/RESULTS.md (2026-11-29, nineteenth session).
 //
-// Not done: FP8 latents (they stay on the mma.sync kernel), a TMA producer warp, several query tokens of a
-// sequence sharing one CTA.
+// Not done: FP8 latents (they stay on the mma.sync kernel), TMA copies from a producer warp, several query
+// tokens of a sequence sharing one CTA.
 #include <algorithm>
 #include <cmath>
 
