@@ -152,7 +152,7 @@ TEST_P(MlaAttentionTest, WideCtasMatchCpu) {
   cuda().set_mla_wgmma(false);  // which comes first where both are allowed
   const auto wide = run(*gpu_, true, c, in), wide_fp8 = run(*gpu_, true, c, in, &fp8);
   const auto again = run(*gpu_, true, c, in);
-  cuda().set_mla_wgmma(true);
+  cuda().set_mla_wgmma(backend::CudaOptions{}.mla_wgmma);
   cuda().set_mla_wide_ctas(false);
   EXPECT_CLOSE(wide, want, kAttention) << c.name << ": wide CTAs";
   EXPECT_CLOSE(wide_fp8, want_fp8, kAttention) << c.name << ": wide CTAs over FP8";
@@ -174,7 +174,7 @@ TEST_P(MlaAttentionTest, MmaSyncKernelMatchesCpu) {
     capped.push_back(run(*gpu_, true, c, in));
   }
   cuda().set_mla_max_splits(0);
-  cuda().set_mla_wgmma(true);
+  cuda().set_mla_wgmma(backend::CudaOptions{}.mla_wgmma);
   EXPECT_CLOSE(got, want, kAttention) << c.name << ": mma.sync";
   EXPECT_EQ(again, got) << c.name << ": mma.sync, the same launch twice gives other bits";
   EXPECT_CLOSE(capped[0], want, kAttention) << c.name << ": mma.sync, one split";
