@@ -730,7 +730,7 @@ struct Options {
   int32_t split_kv_max_tokens_per_seq = backend::CudaOptions{}.split_kv_max_tokens_per_seq;
   bool moe_wgmma = backend::CudaOptions{}.moe_wgmma;
   bool decode_head_slices = backend::CudaOptions{}.decode_head_slices;
-  bool mla_wide_ctas = backend::CudaOptions{}.mla_wide_ctas;
+  bool mla_wgmma = backend::CudaOptions{}.mla_wgmma;
   bool moe_one_token_stream = backend::CudaOptions{}.moe_one_token_stream;
   bool moe_wgmma_wide = backend::CudaOptions{}.moe_wgmma_wide;
   std::vector<std::string> retrofits{"original"};
@@ -774,8 +774,8 @@ void add_options(CLI::App& app, Options& o) {
                  "batch-1 routed experts on resident CTAs (CudaOptions::moe_one_token_stream)");
   app.add_option("--decode-head-slices", o.decode_head_slices,
                  "decode attention at few pairs over slices of each group's heads (CudaOptions::decode_head_slices)");
-  app.add_option("--mla-wide-ctas", o.mla_wide_ctas,
-                 "MLA (and MLA-lite) decode attention in tensor-core CTAs of 32 heads (CudaOptions::mla_wide_ctas)");
+  app.add_option("--mla-wgmma", o.mla_wgmma,
+                 "MLA (and MLA-lite) attention on warpgroup MMA where it fits (CudaOptions::mla_wgmma)");
   app.add_option("--split-kv-tokens", o.split_kv_max_tokens_per_seq,
                  "steps of at most this many tokens a sequence attend through the split-KV decode kernel (0: off)");
   app.add_option("--eagle", o.eagle_trees, "EAGLE-3 costs: verify steps of these tree sizes and a drafting round (batch 1)");
@@ -970,7 +970,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "drift_bench_decode: no CUDA device\n");
     return 1;
   }
-  backend::CudaOps ops({.mla_wide_ctas = o.mla_wide_ctas,
+  backend::CudaOps ops({.mla_wgmma = o.mla_wgmma,
                         .decode_head_slices = o.decode_head_slices,
                         .moe_one_token_stream = o.moe_one_token_stream,
                         .moe_wgmma = o.moe_wgmma,

@@ -580,7 +580,7 @@ void CudaOps::launch_attention(cuda::AttentionParams a, int32_t max_query_len) {
                 "cuda paged_attention: latent rows of {} read as values of {} are not supported", a.head_dim,
                 a.head_dim_v);
     const cuda::MlaKernel kernel = cuda::mla_attention_kernel(
-        a, {.tensor_cores = options_.mla_tensor_cores, .wide = options_.mla_wide_ctas, .wgmma = options_.mla_wgmma});
+        a, {.tensor_cores = options_.mla_tensor_cores, .wgmma = options_.mla_wgmma});
     a.num_splits = mla_splits(a, kernel);
     if (a.num_splits > 1) {
       a.partial_out = static_cast<float*>(attention_workspace_.get());

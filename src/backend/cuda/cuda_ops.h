@@ -50,12 +50,6 @@ struct CudaOptions {
   bool gemv_stream = true;
   // MLA attention on tensor cores where the shape allows (else the CUDA-core kernel everywhere).
   bool mla_tensor_cores = true;
-  // Those tensor-core CTAs 32 heads wide where a step has more than 16 heads (MLA-lite's 32 at the 8B shape,
-  // DeepSeek-V3's 128), each latent row read once for every 32 heads instead of every 16. Measured no faster
-  // (H200, drift_bench_mla: 32 heads x 416 at 64 x 8k 380.4 -> 388.6 us, 1 x 32k 31.3 -> 31.6; 128 heads x 576
-  // at 64 x 4k 810.5 -> 862.5): an SM runs the same 16 warps with the same work per chunk either way, so the
-  // per-chunk chain, not the rows' reads, bounds it. Off; the op tests run every MLA case both ways.
-  bool mla_wide_ctas = false;
   // MLA attention on warpgroup MMA (ops/mla_attention_wgmma.cu: the latent rows as the products' M, the heads
   // as N) where the shape allows (bf16 latents; FP8 ones stay on mma.sync), before either mma.sync form.
   // drift_bench_mla on an H200 against the mma.sync kernel: 16 heads x 576 at 64 x 4k 116.3 -> 104.4 us,
@@ -198,7 +192,6 @@ class CudaOps final : public Ops {
   void set_mla_max_splits(int32_t n) { options_.mla_max_splits = n; }
   void set_decode_max_splits(int32_t n) { options_.decode_max_splits = n; }
   void set_decode_head_slices(bool on) { options_.decode_head_slices = on; }
-  void set_mla_wide_ctas(bool on) { options_.mla_wide_ctas = on; }
   void set_mla_wgmma(bool on) { options_.mla_wgmma = on; }
   void set_fp8_tensor_cores(bool on) { options_.fp8_tensor_cores = on; }
   void set_moe_tensor_cores(bool on) { options_.moe_tensor_cores = on; }

@@ -309,27 +309,26 @@ int decode_attention_fp8_ctas_per_sm(int32_t head_dim);
 // 1), out of width head_dim_v. One CTA per (query token, group of up to mla_attention_heads_per_cta heads,
 // key split), every latent row read once per CTA for all its heads; num_splits > 1 adds a merge kernel over
 // partial_out / partial_lse. Any number of new tokens per sequence, every key rule. Three kernels compute
-// it: on warpgroup MMA (mla_attention_wgmma.cu, bf16 latents) or mma.sync (mla_attention_mma.cu, in CTAs
-// of 16 heads or wide ones of 32) where the shape allows, else on CUDA cores.
-enum class MlaKernel : uint8_t { kCudaCores, kTensorCores, kTensorCoresWide, kWarpgroup };
+// it: on warpgroup MMA (mla_attention_wgmma.cu, bf16 latents) or mma.sync (mla_attention_mma.cu, CTAs of 16
+// heads) where the shape allows, else on CUDA cores.
+enum class MlaKernel : uint8_t { kCudaCores, kTensorCores, kWarpgroup };
 constexpr int32_t kMlaMaxSplits = 256;  // the merge kernel weighs up to this many splits of a (token, head)
 void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t stream);
 bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv_heads);
 // Which kernels a caller allows; mla_attention_kernel picks the first allowed that fits the shape, in the
-// order warpgroup, wide, tensor cores, CUDA cores.
+// order warpgroup, tensor cores, CUDA cores.
 struct MlaKernelChoice {
   bool tensor_cores = true;  // mma.sync: head_dim % 16 == 0, head_dim_v 128/256/384/512, no sinks, q rows 16-byte aligned
-  bool wide = false;         // ... in CTAs of 32 heads where there are more than 16
   bool wgmma = false;        // warpgroup MMA: as tensor cores, bf16 latents, head_dim_v 128/384/512
 };
 MlaKernel mla_attention_kernel(const AttentionParams& p, const MlaKernelChoice& allowed);
 int32_t mla_attention_heads_per_cta(MlaKernel kernel, int32_t num_heads);
 int32_t mla_attention_ctas_per_sm(MlaKernel kernel);
-// The tensor-core kernel in CTAs of m_tiles x 16 heads (1 or 2).
-bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8, int32_t m_tiles);
-int32_t mla_attention_mma_heads_per_cta(int32_t m_tiles);
-int32_t mla_attention_mma_ctas_per_sm(int32_t m_tiles);
-void run_mla_attention_mma(const AttentionParams& p, int32_t m_tiles, cudaStream_t stream);
+// The mma.sync kernel.
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8);
+int32_t mla_attention_mma_heads_per_cta();
+int32_t mla_attention_mma_ctas_per_sm();
+void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
 // The warpgroup kernel: one CTA of 128 threads an SM, 16 heads a CTA at 16 heads or fewer, else 32.
 bool mla_attention_wgmma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8);
 int32_t mla_attention_wgmma_heads_per_cta(int32_t num_heads);

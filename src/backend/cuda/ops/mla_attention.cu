@@ -258,20 +258,16 @@ bool mla_attention_supports(int32_t head_dim, int32_t head_dim_v, int32_t num_kv
 
 MlaKernel mla_attention_kernel(const AttentionParams& p, const MlaKernelChoice& allowed) {
   const bool sinks = p.sinks != nullptr, fp8 = p.k_cache8 != nullptr, aligned = p.q_row_stride % 8 == 0;
-  const auto fits = [&](int32_t m_tiles) {
-    return mla_attention_mma_supports(p.head_dim, p.head_dim_v, sinks, fp8, m_tiles) && aligned;
-  };
   if (allowed.wgmma && aligned && mla_attention_wgmma_supports(p.head_dim, p.head_dim_v, sinks, fp8))
     return MlaKernel::kWarpgroup;
-  if (!allowed.tensor_cores || !fits(1)) return MlaKernel::kCudaCores;
-  return allowed.wide && p.num_heads > mla_attention_mma_heads_per_cta(1) && fits(2) ? MlaKernel::kTensorCoresWide
-                                                                                     : MlaKernel::kTensorCores;
+  if (allowed.tensor_cores && aligned && mla_attention_mma_supports(p.head_dim, p.head_dim_v, sinks, fp8))
+    return MlaKernel::kTensorCores;
+  return MlaKernel::kCudaCores;
 }
 
 int32_t mla_attention_heads_per_cta(MlaKernel kernel, int32_t num_heads) {
   switch (kernel) {
-    case MlaKernel::kTensorCores: return mla_attention_mma_heads_per_cta(1);
-    case MlaKernel::kTensorCoresWide: return mla_attention_mma_heads_per_cta(2);
+    case MlaKernel::kTensorCores: return mla_attention_mma_heads_per_cta();
     case MlaKernel::kWarpgroup: return mla_attention_wgmma_heads_per_cta(num_heads);
     default: return kHeads;
   }
@@ -281,8 +277,7 @@ int32_t mla_attention_heads_per_cta(MlaKernel kernel, int32_t num_heads) {
 // the warpgroup kernel's stages take an SM's.
 int32_t mla_attention_ctas_per_sm(MlaKernel kernel) {
   switch (kernel) {
-    case MlaKernel::kTensorCores: return mla_attention_mma_ctas_per_sm(1);
-    case MlaKernel::kTensorCoresWide: return mla_attention_mma_ctas_per_sm(2);
+    case MlaKernel::kTensorCores: return mla_attention_mma_ctas_per_sm();
     case MlaKernel::kWarpgroup: return 1;
     default: return 2;
   }
@@ -292,8 +287,8 @@ void run_mla_attention(const AttentionParams& p, MlaKernel kernel, cudaStream_t 
   if (p.num_tokens == 0) return;
   if (kernel == MlaKernel::kWarpgroup) {
     run_mla_attention_wgmma(p, stream);
-  } else if (kernel != MlaKernel::kCudaCores) {
-    run_mla_attention_mma(p, kernel == MlaKernel::kTensorCoresWide ? 2 : 1, stream);
+  } else if (kernel == MlaKernel::kTensorCores) {
+    run_mla_attention_mma(p, stream);
   } else {
     const size_t smem = MlaSmem::bytes(std::min(p.num_heads, kHeads), p.head_dim, p.head_dim_v);
     switch (attention_key_rule(p)) {

@@ -3,11 +3,10 @@
 // rows of head_dim % 16 == 0, values of 128, 256, 384 or 512 features, no sinks).
 //
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
-// row a CTA reads serves all of them (MLA's point). A wide CTA (kM = 2, CudaOptions::mla_wide_ctas) takes 32
-// heads as two m-tiles, 16 warps, 8 a tile, each warp doing for its tile what a warp of the 16-head CTA does:
-// 32 heads read each latent row once instead of twice. Measured no faster (MLA-lite's 32 heads over a
-// 416-value row at 64 x 8k: 380 -> 389 us, 27% of the copy bandwidth either way): the SM runs the same warps
-// with the same chain of products, syncs and softmax per chunk, which bounds it, not the rows' reads.
+// row a CTA reads serves all of them (MLA's point). CTAs of 32 heads (two such tiles, 16 warps) were measured
+// no faster (MLA-lite's 32 heads over a 416-value row at 64 x 8k: 380 -> 389 us, bench/RESULTS.md 2026-11-29):
+// the SM runs the same warps with the same chain of products, syncs and softmax per chunk, which bounds it,
+// not the rows' reads; ops/mla_attention_wgmma.cu is what took that chain down.
 //
 // Per chunk of 32 latent rows, brought into shared memory by cp.async one chunk ahead of the compute (two
 // stages):
@@ -48,27 +47,20 @@ namespace drift::backend::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;     // warps per m-tile: the split of the score product's k steps and of V's columns
-constexpr int kTileRows = 16; // query heads per m-tile: the products' M
+constexpr int kWarps = 8;     // the split of the score product's k steps and of V's columns
+constexpr int kRows = 16;     // query heads per CTA: the products' M
 constexpr int kKeys = 32;     // latent rows per chunk: a key a lane in the softmax
 constexpr int kPad = 8;       // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
 constexpr int kScoreLd = kKeys + 4;
 constexpr int kProbLd = kKeys + kPad;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A CTA of kM m-tiles: kM * 16 heads, kM * 8 warps.
-template <int kM>
-struct Cta {
-  static constexpr int kRows = kTileRows * kM;  // query heads per CTA
-  static constexpr int kThreads = 32 * kWarps * kM;
-  static constexpr int kCtasPerSm = kM == 1 ? 2 : 1;
-  static constexpr int kPerRow = kThreads / kKeys;  // threads copying one latent row
-  static constexpr size_t kMaxSmem = 227 * 1024 / kCtasPerSm - 1024;  // per CTA, beside the driver's 1 KB each
-};
+constexpr int kThreads = 32 * kWarps;
+constexpr int kCtasPerSm = 2;
+constexpr int kPerRow = kThreads / kKeys;  // threads copying one latent row
+constexpr size_t kMaxSmem = 227 * 1024 / kCtasPerSm - 1024;  // per CTA, beside the driver's 1 KB each
 
-// This thread's warp within its m-tile, and the tile.
-__device__ __forceinline__ int tile_warp() { return (threadIdx.x / 32) % kWarps; }
-__device__ __forceinline__ int tile_of_warp() { return threadIdx.x / 32 / kWarps; }
+__device__ __forceinline__ int warp_index() { return threadIdx.x / 32; }
 
 // Warp w's share of the score product: D's k steps [w * steps / kWarps, (w + 1) * steps / kWarps), at most
 // kQSteps of them, whose query fragments it holds in registers for the whole launch.
@@ -77,11 +69,9 @@ constexpr int kMaxHeadDim = kQSteps * 16 * kWarps;  // 640
 
 // The CTA's shared memory, carved from the dynamic allocation (every region a multiple of 16 bytes). The
 // queries are read once into registers; their region then holds every warp's partial scores.
-template <int kM>
 struct MmaSmem {
-  static constexpr int kRows = Cta<kM>::kRows;
   bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads (until read into registers)
-  float* scores;     // [kM, kWarps, 16, kScoreLd]: each warp's partial scores of the chunk (over q's bytes)
+  float* scores;     // [kWarps, 16, kScoreLd]: each warp's partial scores of the chunk (over q's bytes)
   bf16* keys;        // [2, kKeys, ld]: two stages of latent rows, zero where not visible
   bf16* probs;       // [kRows, kProbLd]: the chunk's softmax weights
   float* max;        // [kRows] running max
@@ -124,11 +114,9 @@ struct MmaSmem {
 };
 
 // The CTA's queries into shared memory (cp.async; the caller commits them), the softmax state reset.
-template <int kM>
-__device__ void load_queries(const AttentionParams& p, const MlaWork& w, const MmaSmem<kM>& s) {
-  constexpr int kRows = Cta<kM>::kRows;
+__device__ void load_queries(const AttentionParams& p, const MlaWork& w, const MmaSmem& s) {
   const int units = p.head_dim / 8;
-  for (int i = threadIdx.x; i < kRows * units; i += Cta<kM>::kThreads) {
+  for (int i = threadIdx.x; i < kRows * units; i += kThreads) {
     const int r = i / units, c = i % units;
     const bool real = r < w.heads;
     const bf16* src = real ? p.q + int64_t(w.token) * p.q_row_stride + int64_t(w.head0 + r) * p.head_dim + c * 8 : p.q;
@@ -147,18 +135,16 @@ struct RowRef {
   bool seen;    // a key the query sees (else zeros, never read from the cache)
 };
 
-template <KeyRule kRule, int kM>
+template <KeyRule kRule>
 __device__ __forceinline__ RowRef locate_row(const AttentionParams& p, const MlaWork& w, int chunk) {
-  const int slot = chunk + int(threadIdx.x) / Cta<kM>::kPerRow;
+  const int slot = chunk + int(threadIdx.x) / kPerRow;
   const bool seen = mla_slot_visible<kRule>(p, w, slot);
   return {seen ? mla_slot_row<kRule>(p, w, slot) : 0, seen};
 }
 
 // Latent rows of a chunk into a stage, kPerRow threads a row; rows the query does not see become zeros and
 // are marked.
-template <int kM>
 __device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* keys, int32_t* visible, int ld) {
-  constexpr int kPerRow = Cta<kM>::kPerRow;
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   if (part == 0) visible[r] = ref.seen;
   const bf16* row = p.k_cache + ref.row * p.head_dim;
@@ -167,9 +153,7 @@ __device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* k
 
 // FP8: the codes and scales of a chunk into staging area `area`, kPerRow threads a row (8 bytes a copy);
 // rows the query does not see become zero codes with a zero scale, and are marked.
-template <int kM>
-__device__ void stage_codes(const AttentionParams& p, const RowRef& ref, const MmaSmem<kM>& s, int area) {
-  constexpr int kPerRow = Cta<kM>::kPerRow;
+__device__ void stage_codes(const AttentionParams& p, const RowRef& ref, const MmaSmem& s, int area) {
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   if (part == 0) {
     s.code_visible[area * kKeys + r] = ref.seen;
@@ -181,29 +165,27 @@ __device__ void stage_codes(const AttentionParams& p, const RowRef& ref, const M
 }
 
 // FP8: staging area `area`'s codes times their row's scale into the bf16 stage, its marks beside them.
-template <int kM>
-__device__ void scale_codes(const AttentionParams& p, const MmaSmem<kM>& s, int area) {
+__device__ void scale_codes(const AttentionParams& p, const MmaSmem& s, int area) {
   const int units = p.head_dim / 8;
   const uint8_t* codes = s.codes + int64_t(area) * kKeys * p.head_dim;
   const float* scales = s.code_scale + area * kKeys;
-  for (int i = threadIdx.x; i < kKeys * units; i += Cta<kM>::kThreads) {
+  for (int i = threadIdx.x; i < kKeys * units; i += kThreads) {
     const int r = i / units, c = i % units;
     store16(s.keys + r * s.ld + c * 8, dequantize_fp8x8(codes + r * p.head_dim + c * 8, scales[r]));
   }
   if (threadIdx.x < kKeys) s.visible[threadIdx.x] = s.code_visible[area * kKeys + threadIdx.x];
 }
 
-// The warp's slice of D's k steps, and its tile's query fragments of them (read once; the region then holds
+// The warp's slice of D's k steps, and the CTA's query fragments of them (read once; the region then holds
 // scores).
 struct QuerySlice {
   int first, count;
   uint32_t a[kQSteps][4];
 };
 
-template <int kM>
-__device__ QuerySlice load_query_slice(const AttentionParams& p, const MmaSmem<kM>& s) {
-  const int warp = tile_warp(), lane = threadIdx.x % 32, steps = p.head_dim / 16;
-  const bf16* rows = s.q + (tile_of_warp() * kTileRows + lane % 16) * s.ld;
+__device__ QuerySlice load_query_slice(const AttentionParams& p, const MmaSmem& s) {
+  const int warp = warp_index(), lane = threadIdx.x % 32, steps = p.head_dim / 16;
+  const bf16* rows = s.q + (lane % 16) * s.ld;
   QuerySlice q;
   q.first = warp * steps / kWarps;
   q.count = (warp + 1) * steps / kWarps - q.first;
@@ -217,8 +199,7 @@ __device__ QuerySlice load_query_slice(const AttentionParams& p, const MmaSmem<k
 // softmax adds the warps' partials, scales and masks them). Each key row is read once per chunk over the
 // warps together, and no query is read from shared memory (with D split in halves, every warp re-read its
 // half of Q per chunk: 74 KB of the chunk's ~150 KB of shared-memory reads).
-template <int kM>
-__device__ void score_chunk(const MmaSmem<kM>& s, const bf16* keys, const QuerySlice& q) {
+__device__ void score_chunk(const MmaSmem& s, const bf16* keys, const QuerySlice& q) {
   const int lane = threadIdx.x % 32;
   float acc[kKeys / 8][4] = {};
 #pragma unroll
@@ -234,25 +215,24 @@ __device__ void score_chunk(const MmaSmem<kM>& s, const bf16* keys, const QueryS
     }
   }
   const int g = lane / 4;
-  float* out = s.scores + (threadIdx.x / 32) * kTileRows * kScoreLd;  // [tile][warp][16 rows]
+  float* out = s.scores + warp_index() * kRows * kScoreLd;  // [warp][16 rows]
 #pragma unroll
   for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * kScoreLd + j * 8 + 2 * (lane % 4) + i % 2] = acc[j][i];
 }
 
-// Online softmax per head (a warp per head, a key a lane): the tile's warps' partial scores added, scaled into
-// log2 units (-inf for keys not seen), weights into probs, rescale into alpha.
-template <int kM>
-__device__ void softmax_chunk(const AttentionParams& p, const MmaSmem<kM>& s, const int32_t* visible) {
+// Online softmax per head (a warp per head, a key a lane): the warps' partial scores added, scaled into log2
+// units (-inf for keys not seen), weights into probs, rescale into alpha.
+__device__ void softmax_chunk(const AttentionParams& p, const MmaSmem& s, const int32_t* visible) {
   static_assert(kKeys == 32, "a key a lane");
   const int lane = threadIdx.x % 32;
   const float scale = p.scale * kLog2e;
-  for (int row = threadIdx.x / 32; row < Cta<kM>::kRows; row += kWarps * kM) {
-    const float* partials = s.scores + ((row / kTileRows) * kWarps * kTileRows + row % kTileRows) * kScoreLd + lane;
+  for (int row = warp_index(); row < kRows; row += kWarps) {
+    const float* partials = s.scores + row * kScoreLd + lane;
     float dot = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) dot += partials[w * kTileRows * kScoreLd];
+    for (int w = 0; w < kWarps; ++w) dot += partials[w * kRows * kScoreLd];
     const float x = visible[lane] ? dot * scale : -INFINITY;
     const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(x));
     const bool none = new_max == -INFINITY;
@@ -268,12 +248,12 @@ __device__ void softmax_chunk(const AttentionParams& p, const MmaSmem<kM>& s, co
   }
 }
 
-// acc = acc * alpha + P V for the warp's kTiles column tiles of 8 of its m-tile's heads (V: the first dv
+// acc = acc * alpha + P V for the warp's kTiles column tiles of 8 of the CTA's heads (V: the first dv
 // features of the rows).
-template <int kM, int kTiles>
-__device__ void accumulate_chunk(const MmaSmem<kM>& s, const bf16* keys, float (&acc)[kTiles][4]) {
-  const int warp = tile_warp(), lane = threadIdx.x % 32, g = lane / 4, head0 = tile_of_warp() * kTileRows;
-  const float alpha_lo = s.alpha[head0 + g], alpha_hi = s.alpha[head0 + g + 8];
+template <int kTiles>
+__device__ void accumulate_chunk(const MmaSmem& s, const bf16* keys, float (&acc)[kTiles][4]) {
+  const int warp = warp_index(), lane = threadIdx.x % 32, g = lane / 4;
+  const float alpha_lo = s.alpha[g], alpha_hi = s.alpha[g + 8];
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
     acc[n][0] *= alpha_lo;
@@ -286,7 +266,7 @@ __device__ void accumulate_chunk(const MmaSmem<kM>& s, const bf16* keys, float (
 #pragma unroll
   for (int k = 0; k < kKeys; k += 16) {
     uint32_t a[4];
-    ldmatrix_x4(a, s.probs + (head0 + lane % 16) * kProbLd + k + (lane / 16) * 8);
+    ldmatrix_x4(a, s.probs + (lane % 16) * kProbLd + k + (lane / 16) * 8);
 #pragma unroll
     for (int n = 0; n < kTiles; n += 2) {
       uint32_t b[4];
@@ -298,13 +278,13 @@ __device__ void accumulate_chunk(const MmaSmem<kM>& s, const bf16* keys, float (
 }
 
 // out = acc / sum, or with several splits the unnormalised acc and (max, sum) for the merge kernel.
-template <int kM, int kTiles>
-__device__ void write_result(const AttentionParams& p, const MlaWork& w, const MmaSmem<kM>& s,
+template <int kTiles>
+__device__ void write_result(const AttentionParams& p, const MlaWork& w, const MmaSmem& s,
                              const float (&acc)[kTiles][4], int split) {
-  const int warp = tile_warp(), lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = warp_index(), lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int h = tile_of_warp() * kTileRows + g + 8 * half;
+    const int h = g + 8 * half;
     if (h >= w.heads) continue;
     const int64_t row = int64_t(w.token) * p.num_heads + w.head0 + h;
     const float sum = s.sum[h];
@@ -327,10 +307,9 @@ __device__ void write_result(const AttentionParams& p, const MlaWork& w, const M
 }
 
 // grid: (num_tokens * head groups, num_splits), head groups fastest so the CTAs that read the same latent
-// rows run side by side; block: Cta<kM>::kThreads; dynamic shared memory: MmaSmem<kM>::bytes(head_dim).
-template <KeyRule kRule, int kM, int kTiles, bool kFp8>
-__global__ void __launch_bounds__(Cta<kM>::kThreads, Cta<kM>::kCtasPerSm) mla_mma_kernel(AttentionParams p) {
-  constexpr int kRows = Cta<kM>::kRows;
+// rows run side by side; block: kThreads; dynamic shared memory: MmaSmem::bytes(head_dim).
+template <KeyRule kRule, int kTiles, bool kFp8>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) mla_mma_kernel(AttentionParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_launch_dependents();
   // A chain step finds its split and its first row from the inputs the host uploaded (query starts, context
@@ -338,20 +317,20 @@ __global__ void __launch_bounds__(Cta<kM>::kThreads, Cta<kM>::kCtasPerSm) mla_mm
   // kernel; trees and views (per-key checks) and DSA-lite's lists (written by a kernel) wait first.
   constexpr bool kEarlyRows = kRule == KeyRule::kChain;
   if constexpr (!kEarlyRows) pdl_wait();
-  const MmaSmem<kM> s = MmaSmem<kM>::carve(smem, p.head_dim, kFp8);
+  const MmaSmem s = MmaSmem::carve(smem, p.head_dim, kFp8);
   const int groups = (p.num_heads + kRows - 1) / kRows, split = int(blockIdx.y);
   const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
   // A chunk's rows into stage (bf16) or staging area (FP8 codes, scaled into the one stage later) `into`;
   // `next` holds where this thread's row of the next chunk to be copied lives.
-  RowRef next = locate_row<kRule, kM>(p, w, w.begin);
+  RowRef next = locate_row<kRule>(p, w, w.begin);
   if constexpr (kEarlyRows) pdl_wait();
   auto stage_rows = [&](int chunk, int into) {
     if (chunk < w.end) {
       if constexpr (kFp8) stage_codes(p, next, s, into);
-      else stage_chunk<kM>(p, next, s.stage_keys(into), s.stage_visible(into), s.ld);
+      else stage_chunk(p, next, s.stage_keys(into), s.stage_visible(into), s.ld);
     }
     cp_async_commit();
-    next = locate_row<kRule, kM>(p, w, chunk + kKeys);
+    next = locate_row<kRule>(p, w, chunk + kKeys);
   };
   load_queries(p, w, s);
   cp_async_commit();
@@ -380,64 +359,57 @@ __global__ void __launch_bounds__(Cta<kM>::kThreads, Cta<kM>::kCtasPerSm) mla_mm
     __syncthreads();
     softmax_chunk(p, s, s.stage_visible(cs));
     __syncthreads();
-    accumulate_chunk<kM, kTiles>(s, s.stage_keys(cs), acc);
+    accumulate_chunk<kTiles>(s, s.stage_keys(cs), acc);
     __syncthreads();  // the stage is refilled by the next iteration
   }
   cp_async_wait<0>();
   __syncthreads();
-  write_result<kM, kTiles>(p, w, s, acc, split);
+  write_result<kTiles>(p, w, s, acc, split);
 }
 
-template <KeyRule kRule, int kM, int kTiles, bool kFp8>
+template <KeyRule kRule, int kTiles, bool kFp8>
 void launch_mma(const AttentionParams& p, cudaStream_t stream) {
-  const size_t smem = MmaSmem<kM>::bytes(p.head_dim, kFp8);
-  allow_dynamic_smem<mla_mma_kernel<kRule, kM, kTiles, kFp8>>(smem);
-  const int64_t groups = ceil_div(p.num_heads, Cta<kM>::kRows);
-  launch(mla_mma_kernel<kRule, kM, kTiles, kFp8>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)),
-         Cta<kM>::kThreads, smem, stream, p);
+  const size_t smem = MmaSmem::bytes(p.head_dim, kFp8);
+  allow_dynamic_smem<mla_mma_kernel<kRule, kTiles, kFp8>>(smem);
+  const int64_t groups = ceil_div(p.num_heads, kRows);
+  launch(mla_mma_kernel<kRule, kTiles, kFp8>, dim3(unsigned(p.num_tokens * groups), unsigned(p.num_splits)), kThreads,
+         smem, stream, p);
 }
 
-template <KeyRule kRule, int kM, bool kFp8>
+template <KeyRule kRule, bool kFp8>
 void launch_width(const AttentionParams& p, cudaStream_t stream) {
   switch (p.head_dim_v / (8 * kWarps)) {
-    case 2: return launch_mma<kRule, kM, 2, kFp8>(p, stream);
-    case 4: return launch_mma<kRule, kM, 4, kFp8>(p, stream);
-    case 6: return launch_mma<kRule, kM, 6, kFp8>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
-    default: return launch_mma<kRule, kM, 8, kFp8>(p, stream);
+    case 2: return launch_mma<kRule, 2, kFp8>(p, stream);
+    case 4: return launch_mma<kRule, 4, kFp8>(p, stream);
+    case 6: return launch_mma<kRule, 6, kFp8>(p, stream);  // MLA-lite's 384-wide latent at the 8B shape
+    default: return launch_mma<kRule, 8, kFp8>(p, stream);
   }
 }
 
-template <KeyRule kRule, int kM>
+template <KeyRule kRule>
 void launch_cache(const AttentionParams& p, cudaStream_t stream) {
-  if (p.k_cache8 != nullptr) launch_width<kRule, kM, true>(p, stream);
-  else launch_width<kRule, kM, false>(p, stream);
-}
-
-template <int kM>
-void launch_rule(const AttentionParams& p, cudaStream_t stream) {
-  switch (attention_key_rule(p)) {
-    case KeyRule::kChain: return launch_cache<KeyRule::kChain, kM>(p, stream);
-    case KeyRule::kGeneral: return launch_cache<KeyRule::kGeneral, kM>(p, stream);
-    case KeyRule::kSparse: return launch_width<KeyRule::kSparse, kM, false>(p, stream);  // bf16 lists only
-  }
+  if (p.k_cache8 != nullptr) launch_width<kRule, true>(p, stream);
+  else launch_width<kRule, false>(p, stream);
 }
 
 }  // namespace
 
-bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8, int32_t m_tiles) {
+bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8) {
   const bool dv_ok = head_dim_v % 128 == 0 && head_dim_v <= 512;
-  const bool smem_ok = m_tiles == 1 ? MmaSmem<1>::bytes(head_dim, fp8) <= Cta<1>::kMaxSmem
-                                    : m_tiles == 2 && MmaSmem<2>::bytes(head_dim, fp8) <= Cta<2>::kMaxSmem;
-  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim <= kMaxHeadDim && head_dim_v <= head_dim && smem_ok;
+  return !sinks && dv_ok && head_dim % 16 == 0 && head_dim <= kMaxHeadDim && head_dim_v <= head_dim &&
+         MmaSmem::bytes(head_dim, fp8) <= kMaxSmem;
 }
 
-int32_t mla_attention_mma_heads_per_cta(int32_t m_tiles) { return m_tiles == 2 ? Cta<2>::kRows : Cta<1>::kRows; }
+int32_t mla_attention_mma_heads_per_cta() { return kRows; }
 
-int32_t mla_attention_mma_ctas_per_sm(int32_t m_tiles) { return m_tiles == 2 ? Cta<2>::kCtasPerSm : Cta<1>::kCtasPerSm; }
+int32_t mla_attention_mma_ctas_per_sm() { return kCtasPerSm; }
 
-void run_mla_attention_mma(const AttentionParams& p, int32_t m_tiles, cudaStream_t stream) {
-  if (m_tiles == 2) launch_rule<2>(p, stream);
-  else launch_rule<1>(p, stream);
+void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream) {
+  switch (attention_key_rule(p)) {
+    case KeyRule::kChain: return launch_cache<KeyRule::kChain>(p, stream);
+    case KeyRule::kGeneral: return launch_cache<KeyRule::kGeneral>(p, stream);
+    case KeyRule::kSparse: return launch_width<KeyRule::kSparse, false>(p, stream);  // bf16 lists only
+  }
 }
 
 }  // namespace drift::backend::cuda
