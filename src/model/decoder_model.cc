@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "base/check.h"
@@ -61,7 +60,9 @@ class DecoderModel final : public Model {
     }
     if (c.retrofit && c.retrofit->dsa_lite) {
       dsa_ = dsa_indexer_spec(c);
-      if (c.retrofit->dsa_lite->index_rope > 0) dsa_.rope = dsa_index_rope(positions);
+      if (c.retrofit->dsa_lite->index_rope > 0) {
+        DRIFT_ASSIGN_OR_RETURN(dsa_.rope, dsa_index_rope(positions));
+      }
     }
     if (c.moe) {
       moe_ = moe_spec(c, *ops_);
@@ -175,10 +176,9 @@ class DecoderModel final : public Model {
   }
 
   // DSA-lite's indexer RoPE: the model's theta over the indexer's rotated features, with no scaling rule.
-  backend::RopeParams dsa_index_rope(int64_t positions) {
-    const int32_t n = config_.retrofit->dsa_lite->index_rope;
-    RopeFrequencies f;
-    for (int32_t i = 0; i < n / 2; ++i) f.inv_freq.push_back(float(1.0 / std::pow(config_.rope.theta, 2.0 * i / n)));
+  Expected<backend::RopeParams> dsa_index_rope(int64_t positions) {
+    const weights::RopeConfig plain{.theta = config_.rope.theta};
+    DRIFT_ASSIGN_OR_RETURN(RopeFrequencies f, rope_frequencies(plain, config_.retrofit->dsa_lite->index_rope, positions));
     return upload_rope(f, positions, false, dsa_rope_table_);
   }
 

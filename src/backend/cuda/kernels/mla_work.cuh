@@ -58,4 +58,19 @@ __device__ __forceinline__ int64_t mla_slot_row(const AttentionParams& p, const 
   else return int64_t(w.keys.table[slot / p.block_size]) * p.block_size + slot % p.block_size;
 }
 
+// Where this thread's row of a chunk starting at slot `chunk` (row threadIdx.x / kPerRow, kPerRow threads
+// copying each row) lives: the tensor-core kernels find it one chunk before its copies are issued, so that
+// the block-table read lands while the chunk before computes.
+struct MlaRowRef {
+  int64_t row;  // cache row, when seen
+  bool seen;    // a key the query sees (else zeros, never read from the cache)
+};
+
+template <KeyRule kRule, int kPerRow>
+__device__ __forceinline__ MlaRowRef locate_mla_row(const AttentionParams& p, const MlaWork& w, int chunk) {
+  const int slot = chunk + int(threadIdx.x) / kPerRow;
+  const bool seen = mla_slot_visible<kRule>(p, w, slot);
+  return {seen ? mla_slot_row<kRule>(p, w, slot) : 0, seen};
+}
+
 }  // namespace drift::backend::cuda

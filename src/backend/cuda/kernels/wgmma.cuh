@@ -20,7 +20,8 @@ __device__ __forceinline__ uint32_t swizzled_unit(int row, int unit) {
 
 // The descriptor of a K-major, 128-byte-swizzled operand whose k16 slice starts at shared address `addr`
 // (the tile's base + 32 bytes per slice): stride 1024 bytes between atoms of 8 rows; the leading offset
-// is unused by this layout (1, as CUTLASS sets it).
+// is unused by this layout (1, as CUTLASS sets it). The same descriptor reads those rows MN-major (an A
+// operand with kTransA: a k16 slice is 16 rows, two atoms, from `addr`; M = 64 is one 128-byte row).
 __device__ __forceinline__ uint64_t kmajor_sw128_desc(uint32_t addr) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }

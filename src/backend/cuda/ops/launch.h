@@ -329,7 +329,7 @@ bool mla_attention_mma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks
 int32_t mla_attention_mma_heads_per_cta();
 int32_t mla_attention_mma_ctas_per_sm();
 void run_mla_attention_mma(const AttentionParams& p, cudaStream_t stream);
-// The warpgroup kernel: one CTA of 128 threads an SM, 16 heads a CTA at 16 heads or fewer, else 32.
+// The warpgroup kernel: one CTA of two warpgroups an SM, 16 heads a CTA at 16 heads or fewer, else 32.
 bool mla_attention_wgmma_supports(int32_t head_dim, int32_t head_dim_v, bool sinks, bool fp8);
 int32_t mla_attention_wgmma_heads_per_cta(int32_t num_heads);
 void run_mla_attention_wgmma(const AttentionParams& p, cudaStream_t stream);

@@ -3,13 +3,8 @@
 // rows of head_dim % 16 == 0, values of 128, 256, 384 or 512 features, no sinks).
 //
 // One CTA per (query token, 16 query heads, key split): the 16 heads are the product's M, so every latent
-// row a CTA reads serves all of them (MLA's point). CTAs of 32 heads (two such tiles, 16 warps) were measured
-// no faster (MLA-lite's 32 heads over a 416-value row at 64 x 8k: 380 -> 389 us, bench/RESULTS.md 2026-11-29):
-// the SM runs the same warps with the same chain of products, syncs and softmax per chunk, which bounds it,
-// not the rows' reads; ops/mla_attention_wgmma.cu is what took that chain down.
-//
-// Per chunk of 32 latent rows, brought into shared memory by cp.async one chunk ahead of the compute (two
-// stages):
+// row a CTA reads serves all of them (MLA's point). Per chunk of 32 latent rows, brought into shared memory
+// by cp.async one chunk ahead of the compute (two stages):
 //   scores  S[16, 32]  = Q[16, D] K[32, D]^T   (warp w: every key over an eighth of D's k steps, its
 //                                               queries' fragments in registers; the eight partials summed)
 //   softmax per head, online in fp32; the weights rounded to bf16 once, for the product and the sum alike
@@ -30,7 +25,9 @@
 // kernel's FP8 tiles), and the products do not change.
 //
 // ops/mla_attention_wgmma.cu computes the same on warpgroup MMA and is the default where it takes the shape
-// (bf16 latents); this kernel runs FP8 latents and the shapes that one does not take.
+// (bf16 latents); this kernel runs FP8 latents and the shapes that one does not take. CTAs of 32 heads here
+// (two m-tiles, 16 warps) were measured no faster (MLA-lite's 32 heads over a 416-value row at 64 x 8k: 380 ->
+// 389 us, bench/RESULTS.md 2026-11-29): the per-chunk chain of products, syncs and softmax bounds it.
 #include <algorithm>
 #include <cmath>
 
@@ -47,20 +44,16 @@ namespace drift::backend::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;     // the split of the score product's k steps and of V's columns
-constexpr int kRows = 16;     // query heads per CTA: the products' M
-constexpr int kKeys = 32;     // latent rows per chunk: a key a lane in the softmax
-constexpr int kPad = 8;       // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
+constexpr int kWarps = 8;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16;    // query heads per CTA: the products' M
+constexpr int kKeys = 32;    // latent rows per chunk: a key a lane in the softmax
+constexpr int kCtasPerSm = 2;
+constexpr int kPad = 8;      // bf16 after each shared row, so the 8 rows of an ldmatrix hit distinct banks
 constexpr int kScoreLd = kKeys + 4;
 constexpr int kProbLd = kKeys + kPad;
 constexpr float kLog2e = 1.4426950408889634f;
-
-constexpr int kThreads = 32 * kWarps;
-constexpr int kCtasPerSm = 2;
-constexpr int kPerRow = kThreads / kKeys;  // threads copying one latent row
 constexpr size_t kMaxSmem = 227 * 1024 / kCtasPerSm - 1024;  // per CTA, beside the driver's 1 KB each
-
-__device__ __forceinline__ int warp_index() { return threadIdx.x / 32; }
 
 // Warp w's share of the score product: D's k steps [w * steps / kWarps, (w + 1) * steps / kWarps), at most
 // kQSteps of them, whose query fragments it holds in registers for the whole launch.
@@ -71,7 +64,7 @@ constexpr int kMaxHeadDim = kQSteps * 16 * kWarps;  // 640
 // queries are read once into registers; their region then holds every warp's partial scores.
 struct MmaSmem {
   bf16* q;           // [kRows, ld]: the CTA's queries, zero rows past its heads (until read into registers)
-  float* scores;     // [kWarps, 16, kScoreLd]: each warp's partial scores of the chunk (over q's bytes)
+  float* scores;     // [kWarps, kRows, kScoreLd]: each warp's partial scores of the chunk (over q's bytes)
   bf16* keys;        // [2, kKeys, ld]: two stages of latent rows, zero where not visible
   bf16* probs;       // [kRows, kProbLd]: the chunk's softmax weights
   float* max;        // [kRows] running max
@@ -128,23 +121,11 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const M
   }
 }
 
-// Where this thread's row of a chunk (row threadIdx.x / kPerRow) lives: found one chunk before its copies
-// are issued, so that the block-table read lands while the chunk before computes.
-struct RowRef {
-  int64_t row;  // cache row, when seen
-  bool seen;    // a key the query sees (else zeros, never read from the cache)
-};
-
-template <KeyRule kRule>
-__device__ __forceinline__ RowRef locate_row(const AttentionParams& p, const MlaWork& w, int chunk) {
-  const int slot = chunk + int(threadIdx.x) / kPerRow;
-  const bool seen = mla_slot_visible<kRule>(p, w, slot);
-  return {seen ? mla_slot_row<kRule>(p, w, slot) : 0, seen};
-}
+constexpr int kPerRow = kThreads / kKeys;  // threads copying one latent row
 
 // Latent rows of a chunk into a stage, kPerRow threads a row; rows the query does not see become zeros and
 // are marked.
-__device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* keys, int32_t* visible, int ld) {
+__device__ void stage_chunk(const AttentionParams& p, const MlaRowRef& ref, bf16* keys, int32_t* visible, int ld) {
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   if (part == 0) visible[r] = ref.seen;
   const bf16* row = p.k_cache + ref.row * p.head_dim;
@@ -153,7 +134,7 @@ __device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, bf16* k
 
 // FP8: the codes and scales of a chunk into staging area `area`, kPerRow threads a row (8 bytes a copy);
 // rows the query does not see become zero codes with a zero scale, and are marked.
-__device__ void stage_codes(const AttentionParams& p, const RowRef& ref, const MmaSmem& s, int area) {
+__device__ void stage_codes(const AttentionParams& p, const MlaRowRef& ref, const MmaSmem& s, int area) {
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
   if (part == 0) {
     s.code_visible[area * kKeys + r] = ref.seen;
@@ -176,7 +157,7 @@ __device__ void scale_codes(const AttentionParams& p, const MmaSmem& s, int area
   if (threadIdx.x < kKeys) s.visible[threadIdx.x] = s.code_visible[area * kKeys + threadIdx.x];
 }
 
-// The warp's slice of D's k steps, and the CTA's query fragments of them (read once; the region then holds
+// The warp's slice of D's k steps, and its query fragments of them (read once; the region then holds
 // scores).
 struct QuerySlice {
   int first, count;
@@ -184,14 +165,13 @@ struct QuerySlice {
 };
 
 __device__ QuerySlice load_query_slice(const AttentionParams& p, const MmaSmem& s) {
-  const int warp = warp_index(), lane = threadIdx.x % 32, steps = p.head_dim / 16;
-  const bf16* rows = s.q + (lane % 16) * s.ld;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, steps = p.head_dim / 16;
   QuerySlice q;
   q.first = warp * steps / kWarps;
   q.count = (warp + 1) * steps / kWarps - q.first;
 #pragma unroll
   for (int i = 0; i < kQSteps; ++i)
-    if (i < q.count) ldmatrix_x4(q.a[i], rows + (q.first + i) * 16 + (lane / 16) * 8);
+    if (i < q.count) ldmatrix_x4(q.a[i], s.q + (lane % 16) * s.ld + (q.first + i) * 16 + (lane / 16) * 8);
   return q;
 }
 
@@ -200,7 +180,7 @@ __device__ QuerySlice load_query_slice(const AttentionParams& p, const MmaSmem& 
 // warps together, and no query is read from shared memory (with D split in halves, every warp re-read its
 // half of Q per chunk: 74 KB of the chunk's ~150 KB of shared-memory reads).
 __device__ void score_chunk(const MmaSmem& s, const bf16* keys, const QuerySlice& q) {
-  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float acc[kKeys / 8][4] = {};
 #pragma unroll
   for (int i = 0; i < kQSteps; ++i) {
@@ -215,24 +195,23 @@ __device__ void score_chunk(const MmaSmem& s, const bf16* keys, const QuerySlice
     }
   }
   const int g = lane / 4;
-  float* out = s.scores + warp_index() * kRows * kScoreLd;  // [warp][16 rows]
+  float* out = s.scores + warp * kRows * kScoreLd;
 #pragma unroll
   for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[(g + 8 * (i / 2)) * kScoreLd + j * 8 + 2 * (lane % 4) + i % 2] = acc[j][i];
 }
 
-// Online softmax per head (a warp per head, a key a lane): the warps' partial scores added, scaled into log2
-// units (-inf for keys not seen), weights into probs, rescale into alpha.
+// Online softmax per head (a warp per head, a key a lane): the warps' partial scores added, scaled into log2 units
+// (-inf for keys not seen), weights into probs, rescale into alpha.
 __device__ void softmax_chunk(const AttentionParams& p, const MmaSmem& s, const int32_t* visible) {
   static_assert(kKeys == 32, "a key a lane");
-  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float scale = p.scale * kLog2e;
-  for (int row = warp_index(); row < kRows; row += kWarps) {
-    const float* partials = s.scores + row * kScoreLd + lane;
+  for (int row = warp; row < kRows; row += kWarps) {
     float dot = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) dot += partials[w * kRows * kScoreLd];
+    for (int w = 0; w < kWarps; ++w) dot += s.scores[(w * kRows + row) * kScoreLd + lane];
     const float x = visible[lane] ? dot * scale : -INFINITY;
     const float old_max = s.max[row], new_max = fmaxf(old_max, warp_max(x));
     const bool none = new_max == -INFINITY;
@@ -248,11 +227,10 @@ __device__ void softmax_chunk(const AttentionParams& p, const MmaSmem& s, const 
   }
 }
 
-// acc = acc * alpha + P V for the warp's kTiles column tiles of 8 of the CTA's heads (V: the first dv
-// features of the rows).
+// acc = acc * alpha + P V for the warp's kTiles column tiles of 8 (V: the first dv features of the rows).
 template <int kTiles>
 __device__ void accumulate_chunk(const MmaSmem& s, const bf16* keys, float (&acc)[kTiles][4]) {
-  const int warp = warp_index(), lane = threadIdx.x % 32, g = lane / 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
   const float alpha_lo = s.alpha[g], alpha_hi = s.alpha[g + 8];
 #pragma unroll
   for (int n = 0; n < kTiles; ++n) {
@@ -279,9 +257,9 @@ __device__ void accumulate_chunk(const MmaSmem& s, const bf16* keys, float (&acc
 
 // out = acc / sum, or with several splits the unnormalised acc and (max, sum) for the merge kernel.
 template <int kTiles>
-__device__ void write_result(const AttentionParams& p, const MlaWork& w, const MmaSmem& s,
-                             const float (&acc)[kTiles][4], int split) {
-  const int warp = warp_index(), lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+__device__ void write_result(const AttentionParams& p, const MlaWork& w, const MmaSmem& s, const float (&acc)[kTiles][4],
+                             int split) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int h = g + 8 * half;
@@ -322,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) mla_mma_kernel(Attention
   const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kRows, split);
   // A chunk's rows into stage (bf16) or staging area (FP8 codes, scaled into the one stage later) `into`;
   // `next` holds where this thread's row of the next chunk to be copied lives.
-  RowRef next = locate_row<kRule>(p, w, w.begin);
+  MlaRowRef next = locate_mla_row<kRule, kPerRow>(p, w, w.begin);
   if constexpr (kEarlyRows) pdl_wait();
   auto stage_rows = [&](int chunk, int into) {
     if (chunk < w.end) {
@@ -330,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) mla_mma_kernel(Attention
       else stage_chunk(p, next, s.stage_keys(into), s.stage_visible(into), s.ld);
     }
     cp_async_commit();
-    next = locate_row<kRule>(p, w, chunk + kKeys);
+    next = locate_mla_row<kRule, kPerRow>(p, w, chunk + kKeys);
   };
   load_queries(p, w, s);
   cp_async_commit();

@@ -102,11 +102,6 @@ struct WgSmem {
   __device__ float* own_partial() const { return partial + warpgroup() * kWarps * kN; }
 };
 
-// The descriptor of a 128-byte-swizzled operand at shared address `addr` whose groups of 8 rows lie 1024
-// bytes apart: K-major (the k16 slice j of a row 32 j bytes in), or MN-major read of the same rows (a k16
-// slice being 16 rows: two groups; M = 64 is one 128-byte row, so the leading offset is unused).
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) { return kmajor_sw128_desc(addr); }
-
 // Zeros in the 16-byte units past D in the last feature block of the queries and of every stage (never
 // written by the copies), so that a product over a padded k step adds exact zeros.
 template <int kN>
@@ -134,23 +129,9 @@ __device__ void load_queries(const AttentionParams& p, const MlaWork& w, const W
   }
 }
 
-// Where this thread's row of a chunk (row threadIdx.x / kPerRow) lives: found one chunk before its copies
-// are issued, so that the block-table read lands while the chunk before computes.
-struct RowRef {
-  int64_t row;  // cache row, when seen
-  bool seen;    // a key the query sees (else zeros, never read from the cache)
-};
-
-template <KeyRule kRule>
-__device__ __forceinline__ RowRef locate_row(const AttentionParams& p, const MlaWork& w, int chunk) {
-  const int slot = chunk + int(threadIdx.x) / kPerRow;
-  const bool seen = mla_slot_visible<kRule>(p, w, slot);
-  return {seen ? mla_slot_row<kRule>(p, w, slot) : 0, seen};
-}
-
 // A chunk's latent rows into a stage's swizzled feature blocks, kPerRow threads a row (thread `part` takes
 // 16-byte units part and part + 4 of each block); rows the query does not see become zeros and are marked.
-__device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, uint8_t* keys, int32_t* visible) {
+__device__ void stage_chunk(const AttentionParams& p, const MlaRowRef& ref, uint8_t* keys, int32_t* visible) {
   static_assert(kPerRow == 4, "two units of each 8-unit block a thread");
   const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow, units = p.head_dim / 8;
   if (part == 0) visible[r] = ref.seen;
@@ -170,7 +151,7 @@ __device__ void stage_chunk(const AttentionParams& p, const RowRef& ref, uint8_t
 template <int kN>
 __device__ void score_chunk(const WgSmem<kN>& s, const uint8_t* keys, int first, int count, float (&acc)[kN / 2]) {
   // Step ks: feature block ks / 4, 32 bytes a step within it (the descriptors count 16-byte units).
-  const uint64_t k_desc = sw128_desc(smem_addr(keys)), q_desc = sw128_desc(smem_addr(s.q));
+  const uint64_t k_desc = kmajor_sw128_desc(smem_addr(keys)), q_desc = kmajor_sw128_desc(smem_addr(s.q));
   wgmma_fence();
 #pragma unroll
   for (int i = 0; i < (kMaxSteps + 1) / 2; ++i) {
@@ -286,8 +267,9 @@ __device__ void value_chunk(const WgSmem<kN>& s, const uint8_t* keys, int m_firs
   for (int m = 0; m < kMTiles; ++m)
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) o[m][i] *= alpha[2 * (i / 4) + i % 2];
-  const uint64_t v_desc = sw128_desc(smem_addr(keys + m_first * kBlockBytes));
-  const uint64_t p_desc = sw128_desc(smem_addr(s.probs));
+  // The same descriptor as the score product's K: read MN-major, a k step is 16 rows (two 1024-byte groups).
+  const uint64_t v_desc = kmajor_sw128_desc(smem_addr(keys + m_first * kBlockBytes));
+  const uint64_t p_desc = kmajor_sw128_desc(smem_addr(s.probs));
   wgmma_fence();
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m)
@@ -371,12 +353,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_wgmma_kernel(AttentionParams 
   const WgSmem<kN> s = WgSmem<kN>::carve(base, p.head_dim, stages);
   const int groups = (p.num_heads + kN - 1) / kN, split = int(blockIdx.y);
   const MlaWork w = mla_work<kRule>(p, int(blockIdx.x) / groups, int(blockIdx.x) % groups, kN, split);
-  RowRef next = locate_row<kRule>(p, w, w.begin);
+  MlaRowRef next = locate_mla_row<kRule, kPerRow>(p, w, w.begin);
   if constexpr (kEarlyRows) pdl_wait();
   auto stage_rows = [&](int chunk, int into) {
     if (chunk < w.end) stage_chunk(p, next, s.stage_keys(into), s.stage_visible(into));
     cp_async_commit();
-    next = locate_row<kRule>(p, w, chunk + kChunk);
+    next = locate_mla_row<kRule, kPerRow>(p, w, chunk + kChunk);
   };
   zero_padding(p, s);
   load_queries(p, w, s);
